@@ -1,0 +1,133 @@
+"""The facts turnlog writes to Kafka, as frozen values.
+
+One class per Avro schema in ``schemas/`` (the wire contract); the mapping between these values
+and Avro records lives in one place, :mod:`turnlog.codec`. Every event carries an ``event_id``,
+the moment it happened (``occurred_at``, aware UTC) and the writer's ``package_version``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from turnlog.contracts.checkpoint import TurnCheckpoint
+from turnlog.contracts.messages import normalize_message
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    event_id: str
+    occurred_at: datetime
+    package_version: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PauseRecorded(Event):
+    """A turn stopped before dispatching a human interaction; its token may now be handed out.
+
+    ``request_json`` is the paused request as recorded (its hash is the token's ``request_hash``
+    claim); ``response_schema`` is the interaction name whose registered schema the answer must
+    satisfy; ``expires_at`` closes the window.
+    """
+
+    checkpoint: TurnCheckpoint
+    token_id: str
+    request_json: str
+    request_hash: str
+    response_schema: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnswerSubmitted(Event):
+    """A person's answer to a pause, as stated by whoever published it.
+
+    The four axes are optional on the wire on purpose: an answer that leaves one out must still be
+    readable so that the resume worker can refuse it *by name* rather than fail to decode it.
+    ``thread_id`` comes from the token and only routes the record; it is never trusted.
+    """
+
+    answer_id: str
+    token: str
+    thread_id: str
+    scope_hash: str | None
+    session_id: str | None
+    run_id: str | None
+    call_id: str | None
+    response_json: str
+    submitted_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenConsumed(Event):
+    """The one final record of a token: spent by an answer (``resumed``) or by its window closing
+    (``expired``)."""
+
+    token_id: str
+    answer_id: str
+    thread_id: str
+    checkpoint_id: str
+    outcome: str  # "resumed" | "expired"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnswerRejected(Event):
+    """An answer the resume contract refused; ``reason`` is the refusal's name, ``step`` its step."""
+
+    answer_id: str
+    token_id: str | None
+    thread_id: str | None
+    reason: str
+    step: int
+    detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PauseExpired(Event):
+    """A pause whose window closed before a valid answer arrived; its token can no longer resume."""
+
+    token_id: str
+    thread_id: str
+    checkpoint_id: str
+    run_id: str
+    session_id: str
+    tool_call_id: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AskUserAnswered:
+    """The typed-surface record owed before an ``ask_user`` resume continues."""
+
+    selected_labels: tuple[str, ...]
+    has_other: bool
+    time_to_answer_seconds: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnResumed(Event):
+    """A resumed turn, ready for any worker: the rehydrated history already holds the answer."""
+
+    token_id: str
+    answer_id: str
+    run_id: str
+    session_id: str
+    thread_id: str
+    checkpoint_id: str
+    interrupt_id: str
+    tool_call_id: str
+    name: str
+    prompt: str
+    response_json: str
+    history: tuple[Mapping[str, Any], ...] = field(default=())
+    answered: AskUserAnswered | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "history", tuple(normalize_message(m) for m in self.history))
+
+
+AnyEvent = PauseRecorded | AnswerSubmitted | TokenConsumed | AnswerRejected | PauseExpired | TurnResumed
