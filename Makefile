@@ -1,0 +1,52 @@
+# One set of targets for developers and CI. `make test` and `make demo` set up everything they
+# need on a fresh machine: the virtualenv, the package, the Kafka jars and a local broker.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+KAFKA := compose/kafka-local/kafka.sh
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo lint unit integration bench broker-up broker-down broker-status clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/mypy
+
+# Starts the local broker unless TURNLOG_BOOTSTRAP_SERVERS names one, and stops it afterwards
+# only if this run started it.
+test: $(STAMP) lint
+	@bash scripts/with-broker.sh $(BIN)/pytest tests
+
+unit: $(STAMP)
+	$(BIN)/pytest tests/unit
+
+demo: $(STAMP)
+	@bash scripts/with-broker.sh $(BIN)/turnlog demo
+
+bench: $(STAMP)
+	@bash scripts/with-broker.sh $(BIN)/python -m bench
+
+broker-up:
+	$(KAFKA) start
+
+broker-down:
+	$(KAFKA) stop
+
+broker-status:
+	$(KAFKA) status
+
+clean:
+	$(KAFKA) stop || true
+	rm -rf .kafka/single .kafka/cluster3 .turnlog-state

@@ -1,0 +1,205 @@
+"""The topic set of a deployment, and making sure the broker has it.
+
+Five topics share one partition count, because every fact of a thread must land on the same
+partition number everywhere: the owner of answers partition p restores pauses[p] and
+consumptions[p] and nothing else. A topic that exists with another partition count, or a
+compacted topic that is not compacted, breaks that silently -- so it is refused by name and
+never "fixed" (altering a live topic's partitions would re-home its threads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+from turnlog.errors import BrokerUnavailable, TopicMismatch
+from turnlog.settings import Settings
+
+# Kafka protocol error codes the readiness check reacts to.
+_UNKNOWN_TOPIC = 3
+_TOPIC_ALREADY_EXISTS = 36
+
+WEEK_MS = 7 * 24 * 3600 * 1000
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    name: str
+    role: str
+    compacted: bool
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def cleanup_policy(self) -> str:
+        return "compact" if self.compacted else "delete"
+
+    def all_configs(self) -> dict[str, str]:
+        return {"cleanup.policy": self.cleanup_policy, **self.configs}
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSet:
+    """The names and shapes of one deployment's topics."""
+
+    prefix: str
+    partitions: int
+    replication_factor: int = 1
+    retention_ms: int = WEEK_MS
+    compacted_configs: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TopicSet:
+        return cls(
+            prefix=settings.topic_prefix,
+            partitions=settings.partitions,
+            replication_factor=settings.replication_factor,
+        )
+
+    @property
+    def pauses(self) -> str:
+        return f"{self.prefix}pauses"
+
+    @property
+    def answers(self) -> str:
+        return f"{self.prefix}answers"
+
+    @property
+    def consumptions(self) -> str:
+        return f"{self.prefix}consumptions"
+
+    @property
+    def resumed(self) -> str:
+        return f"{self.prefix}resumed"
+
+    @property
+    def rejections(self) -> str:
+        return f"{self.prefix}rejections"
+
+    def specs(self) -> tuple[TopicSpec, ...]:
+        compact = dict(self.compacted_configs)
+        timed = {"retention.ms": str(self.retention_ms)}
+        return (
+            TopicSpec(self.pauses, "pauses", True, compact),
+            TopicSpec(self.answers, "answers", True, compact),
+            TopicSpec(self.consumptions, "consumptions", True, compact),
+            TopicSpec(self.resumed, "resumed", False, timed),
+            TopicSpec(self.rejections, "rejections", False, timed),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    name: str
+    partitions: int
+    configs: dict[str, str]
+
+
+async def describe(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, TopicState]:
+    """Partition counts and configs of the named topics that exist."""
+    found: dict[str, int] = {}
+    for topic in await admin.describe_topics(names):
+        if topic["error_code"] == 0:
+            found[topic["topic"]] = len(topic["partitions"])
+    if not found:
+        return {}
+    resources = [ConfigResource(ConfigResourceType.TOPIC, name) for name in found]
+    configs: dict[str, dict[str, str]] = {name: {} for name in found}
+    for response in await admin.describe_configs(resources):
+        for resource in response.to_object()["resources"]:
+            entries = resource["config_entries"]
+            configs[resource["resource_name"]] = {
+                e["config_names"]: e["config_value"] for e in entries
+            }
+    return {name: TopicState(name, found[name], configs[name]) for name in found}
+
+
+def check(spec: TopicSpec, state: TopicState, partitions: int) -> None:
+    """Refuse, by name, an existing topic that would break the design's guarantees."""
+    policy = state.configs.get("cleanup.policy", "")
+    policies = {p.strip() for p in policy.split(",") if p.strip()}
+    if spec.compacted and "compact" not in policies:
+        raise TopicMismatch(
+            "cleanup_policy_mismatch",
+            f"{spec.name} must be compacted (one record per fact) but has cleanup.policy={policy!r}",
+        )
+    if not spec.compacted and "compact" in policies:
+        raise TopicMismatch(
+            "cleanup_policy_mismatch",
+            f"{spec.name} is a work stream with time retention but has cleanup.policy={policy!r}",
+        )
+    if state.partitions != partitions:
+        raise TopicMismatch(
+            "partition_count_mismatch",
+            f"{spec.name} has {state.partitions} partitions and the topic set has {partitions}; "
+            "co-partitioning by thread would send a thread's facts to different owners",
+        )
+
+
+async def ensure_topics(admin: AIOKafkaAdminClient, topics: TopicSet) -> list[str]:
+    """Create the missing topics and verify the existing ones. Returns the names created.
+
+    The partition count of the deployment is the answers topic's if it already exists, so a
+    second process started with a different default does not create a mismatched sibling.
+    """
+    specs = topics.specs()
+    existing = await describe(admin, [s.name for s in specs])
+    partitions = topics.partitions
+    for spec in specs:
+        if spec.name in existing:
+            check(spec, existing[spec.name], partitions)
+    missing = [s for s in specs if s.name not in existing]
+    created: list[str] = []
+    if missing:
+        response = await admin.create_topics(
+            [
+                NewTopic(s.name, partitions, topics.replication_factor, topic_configs=s.all_configs())
+                for s in missing
+            ]
+        )
+        for name, code, message in response.topic_errors:
+            if code == 0:
+                created.append(name)
+            elif code != _TOPIC_ALREADY_EXISTS:
+                raise TopicMismatch(
+                    "topic_creation_failed", f"{name}: error {code} {message or ''}".strip()
+                )
+        # A concurrent creator may have won the race: verify what is there now.
+        raced = [s for s in missing if s.name not in created]
+        if raced:
+            now = await describe(admin, [s.name for s in raced])
+            for spec in raced:
+                if spec.name in now:
+                    check(spec, now[spec.name], partitions)
+    await wait_for_leaders(admin, [s.name for s in specs])
+    return created
+
+
+async def wait_for_leaders(
+    admin: AIOKafkaAdminClient, names: list[str], timeout: float = 30.0
+) -> None:
+    """Wait until every partition of the named topics has a leader (creation is asynchronous)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        topics = await admin.describe_topics(names)
+        if all(
+            t["error_code"] == 0
+            and t["partitions"]
+            and all(p["leader"] >= 0 and p["error_code"] == 0 for p in t["partitions"])
+            for t in topics
+        ):
+            return
+        if loop.time() > deadline:
+            raise BrokerUnavailable(f"topics {names} had no leaders after {timeout:.0f}s")
+        await asyncio.sleep(0.1)
+
+
+def admin_client(bootstrap_servers: str, **options: Any) -> AIOKafkaAdminClient:
+    return AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap_servers, request_timeout_ms=15000, **options
+    )
