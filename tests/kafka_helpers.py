@@ -68,3 +68,39 @@ async def eventually(
             return last
         await asyncio.sleep(interval)
     raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
+
+
+async def wait_until_consumed(
+    bootstrap: str, group: str, topic: str, *, timeout: float = 60.0
+) -> dict[int, int]:
+    """Wait until ``group`` has committed every partition of ``topic`` up to its end offset.
+
+    This is how a test knows a worker has *processed* everything published (duplicates and
+    refusals included), rather than merely that something appeared downstream.
+    """
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await consumer.start()
+    await admin.start()
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if partitions is None:
+            await consumer._client.force_metadata_update()
+            partitions = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        ends = await consumer.end_offsets(tps)
+
+        async def done() -> dict[int, int] | None:
+            committed = await admin.list_consumer_group_offsets(group, partitions=tps)
+            got = {tp.partition: (committed[tp].offset if tp in committed else -1) for tp in tps}
+            if all(got[tp.partition] >= ends[tp] for tp in tps if ends[tp] > 0):
+                return got
+            return None
+
+        result: dict[int, int] = await eventually(done, timeout=timeout, interval=0.2)
+        return result
+    finally:
+        await admin.close()
+        await consumer.stop()

@@ -125,7 +125,8 @@ def check(spec: TopicSpec, state: TopicState, partitions: int) -> None:
     if spec.compacted and "compact" not in policies:
         raise TopicMismatch(
             "cleanup_policy_mismatch",
-            f"{spec.name} must be compacted (one record per fact) but has cleanup.policy={policy!r}",
+            f"{spec.name} must be compacted (one record per fact) "
+            f"but has cleanup.policy={policy!r}",
         )
     if not spec.compacted and "compact" in policies:
         raise TopicMismatch(
@@ -157,7 +158,9 @@ async def ensure_topics(admin: AIOKafkaAdminClient, topics: TopicSet) -> list[st
     if missing:
         response = await admin.create_topics(
             [
-                NewTopic(s.name, partitions, topics.replication_factor, topic_configs=s.all_configs())
+                NewTopic(
+                    s.name, partitions, topics.replication_factor, topic_configs=s.all_configs()
+                )
                 for s in missing
             ]
         )

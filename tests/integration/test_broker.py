@@ -21,7 +21,9 @@ async def _create(bootstrap: str, *topics: NewTopic) -> None:
         await admin.close()
 
 
-async def test_committed_transaction_is_read_by_read_committed(bootstrap: str, names: Names) -> None:
+async def test_committed_transaction_is_read_by_read_committed(
+    bootstrap: str, names: Names
+) -> None:
     topic = names.topic("tx")
     await _create(bootstrap, NewTopic(topic, 1, 1))
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, transactional_id=names.app)

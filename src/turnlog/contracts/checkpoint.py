@@ -47,9 +47,7 @@ class TurnCheckpoint:
     version: int = TURN_STATE_VERSION
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "messages", tuple(normalize_message(m) for m in self.messages)
-        )
+        object.__setattr__(self, "messages", tuple(normalize_message(m) for m in self.messages))
         if self.created_at.tzinfo is None:
             raise ValueError("created_at must be timezone-aware (UTC)")
 
@@ -145,9 +143,13 @@ def captured_messages(
                 calls.append(tool_call(request.id, request.name, request.arguments))
             else:
                 calls.append(
-                    tool_call(request.get("id", ""), request.get("name", ""), request.get("arguments"))
+                    tool_call(
+                        request.get("id", ""), request.get("name", ""), request.get("arguments")
+                    )
                 )
         messages.append(
-            normalize_message({"role": "assistant", "content": turn_text or "", "tool_calls": calls})
+            normalize_message(
+                {"role": "assistant", "content": turn_text or "", "tool_calls": calls}
+            )
         )
     return tuple(messages)

@@ -130,4 +130,6 @@ class TurnResumed(Event):
         object.__setattr__(self, "history", tuple(normalize_message(m) for m in self.history))
 
 
-AnyEvent = PauseRecorded | AnswerSubmitted | TokenConsumed | AnswerRejected | PauseExpired | TurnResumed
+AnyEvent = (
+    PauseRecorded | AnswerSubmitted | TokenConsumed | AnswerRejected | PauseExpired | TurnResumed
+)

@@ -63,7 +63,9 @@ def normalize_message(message: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def reserved_call_ids(messages: tuple[Mapping[str, Any], ...] | list[Mapping[str, Any]]) -> list[str]:
+def reserved_call_ids(
+    messages: tuple[Mapping[str, Any], ...] | list[Mapping[str, Any]],
+) -> list[str]:
     """The call ids of the asking round: the tool calls of the last assistant message that has any.
 
     That round is the one the pause stopped; its calls are the ones a provider will expect to see

@@ -1,0 +1,300 @@
+"""The resume contract for one answer, as a pure function: steps 1-5 and 7.
+
+Step 6 -- consuming the token -- is the caller's, because on the log it is a Kafka transaction
+(``TokenConsumed`` and ``TurnResumed`` committed with the answer's input offset). Everything that
+can refuse happens here first, so a refused answer never spends its token; and the rehydrated
+history is built before the consume, so no resumed turn can be emitted without it.
+
+What the caller looks up, and why it may use unverified claims to do so: the pause record and the
+token's ledger entry are found by the thread, checkpoint and token id read with
+:func:`turnlog.tokens.peek_claims`. This function then checks everything found against the
+*verified* claims, so a forged token that points elsewhere is refused at step 1 and a lookup that
+found the wrong record is refused at step 5.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple, Protocol
+
+from turnlog.contracts.events import (
+    AnswerRejected,
+    AnswerSubmitted,
+    AskUserAnswered,
+    PauseRecorded,
+    TokenConsumed,
+    TurnResumed,
+)
+from turnlog.contracts.interactions import ASK_USER, InteractionRegistry
+from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
+from turnlog.contracts.rehydration import rehydrate
+from turnlog.tokens import PauseClaims, TokenVerifier, peek_claims
+
+#: ``TokenConsumed.outcome`` values.
+RESUMED = "resumed"
+EXPIRED = "expired"
+
+
+class LedgerState(Protocol):
+    """What the spent-token ledger knows of a token: how it was spent, and by which answer.
+
+    A ``TokenConsumed`` event satisfies it, and so does a store's own ledger row.
+    """
+
+    @property
+    def outcome(self) -> str: ...
+
+    @property
+    def answer_id(self) -> str: ...
+
+
+class LedgerEntry(NamedTuple):
+    """A plain ledger row (``outcome`` is ``"resumed"`` or ``"expired"``)."""
+
+    outcome: str
+    answer_id: str
+
+
+def request_hash(request_json: str) -> str:
+    """SHA-256 (hex) of the request's canonical JSON text: keys sorted, no spaces, UTF-8.
+
+    Canonical, so that the same request hashes alike however a producer spaced or ordered it.
+    Raises ``ValueError`` for text that is not JSON.
+    """
+    try:
+        value = json.loads(request_json)
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise ValueError(f"a recorded request must be JSON text: {exc}") from None
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedResume:
+    """An answer that passed every check, with what the consume (step 6) writes."""
+
+    answer: AnswerSubmitted
+    claims: PauseClaims
+    pause: PauseRecorded
+    response: Any
+    observation: str
+    history: tuple[dict[str, Any], ...]
+    answered: AskUserAnswered | None
+
+    def token_consumed(
+        self, *, event_id: str, occurred_at: datetime, package_version: str
+    ) -> TokenConsumed:
+        return TokenConsumed(
+            event_id=event_id,
+            occurred_at=occurred_at,
+            package_version=package_version,
+            token_id=self.claims.token_id,
+            answer_id=self.answer.answer_id,
+            thread_id=self.claims.thread_id,
+            checkpoint_id=self.claims.checkpoint_id,
+            outcome=RESUMED,
+        )
+
+    def turn_resumed(
+        self, *, event_id: str, occurred_at: datetime, package_version: str
+    ) -> TurnResumed:
+        checkpoint = self.pause.checkpoint
+        return TurnResumed(
+            event_id=event_id,
+            occurred_at=occurred_at,
+            package_version=package_version,
+            token_id=self.claims.token_id,
+            answer_id=self.answer.answer_id,
+            run_id=self.claims.run_id,
+            session_id=self.claims.session_id,
+            thread_id=self.claims.thread_id,
+            checkpoint_id=self.claims.checkpoint_id,
+            interrupt_id=self.claims.interrupt_id,
+            tool_call_id=self.claims.tool_call_id,
+            name=self.claims.name,
+            prompt=checkpoint.prompt,
+            response_json=self.answer.response_json,
+            history=self.history,
+            answered=self.answered,
+        )
+
+
+def is_replay(answer: AnswerSubmitted, ledger: LedgerState | None) -> bool:
+    """Whether the token was already spent by this very answer (a publisher retry, or a re-read
+    after an aborted transaction). Such an answer produces nothing: call this before
+    :func:`prepare_resume`, which would otherwise refuse it as already consumed."""
+    return ledger is not None and ledger.outcome == RESUMED and ledger.answer_id == answer.answer_id
+
+
+def _missing_axis(answer: AnswerSubmitted) -> Refusal | None:
+    for reason, value in (
+        (RefusalReason.AXIS_MISSING_SCOPE, answer.scope_hash),
+        (RefusalReason.AXIS_MISSING_SESSION, answer.session_id),
+        (RefusalReason.AXIS_MISSING_RUN, answer.run_id),
+        (RefusalReason.AXIS_MISSING_CALL, answer.call_id),
+    ):
+        if not value:
+            return Refusal(reason, "the answer must state it; an unstated axis is never defaulted")
+    return None
+
+
+def _mismatched_axis(answer: AnswerSubmitted, claims: PauseClaims) -> Refusal | None:
+    for reason, stated, claimed in (
+        (RefusalReason.SCOPE_MISMATCH, answer.scope_hash, claims.scope_hash),
+        (RefusalReason.SESSION_MISMATCH, answer.session_id, claims.session_id),
+        (RefusalReason.RUN_MISMATCH, answer.run_id, claims.run_id),
+        (RefusalReason.CALL_MISMATCH, answer.call_id, claims.answered_call_id),
+        (RefusalReason.THREAD_MISMATCH, answer.thread_id, claims.thread_id),
+    ):
+        if stated != claimed:
+            return Refusal(reason, f"the answer states {stated!r}, the token {claimed!r}")
+    return None
+
+
+def _checkpoint_disagreement(pause: PauseRecorded, claims: PauseClaims) -> list[str]:
+    checkpoint = pause.checkpoint
+    pairs = {
+        "token_id": (pause.token_id, claims.token_id),
+        "thread_id": (checkpoint.thread_id, claims.thread_id),
+        "checkpoint_id": (checkpoint.checkpoint_id, claims.checkpoint_id),
+        "run_id": (checkpoint.run_id, claims.run_id),
+        "session_id": (checkpoint.session_id, claims.session_id),
+        "scope_hash": (checkpoint.scope_hash, claims.scope_hash),
+        "tool_call_id": (checkpoint.tool_call_id, claims.tool_call_id),
+        "interrupt_id": (checkpoint.interrupt_id, claims.interrupt_id),
+        "interaction": (pause.response_schema, claims.name),
+    }
+    return [name for name, (recorded, claimed) in pairs.items() if recorded != claimed]
+
+
+def _answered_record(
+    answer: AnswerSubmitted, claims: PauseClaims, response: Any
+) -> AskUserAnswered | None:
+    """The ``ask_user`` summary owed before the turn continues; ``None`` for any other
+    interaction (it has no selections to report) and for an empty answer list."""
+    if claims.name != ASK_USER or not response.get("answers"):
+        return None
+    answers = response["answers"]
+    labels = tuple(label for entry in answers for label in entry["selections"])
+    # submitted_at is the publisher's word; a clock behind the issuer's must not go negative.
+    waited = max(0.0, (answer.submitted_at - claims.issued_at).total_seconds())
+    return AskUserAnswered(
+        selected_labels=labels,
+        has_other=any(entry.get("other") is not None for entry in answers),
+        time_to_answer_seconds=waited,
+    )
+
+
+def prepare_resume(
+    answer: AnswerSubmitted,
+    *,
+    verifier: TokenVerifier,
+    interactions: InteractionRegistry,
+    pause: PauseRecorded | None,
+    ledger: LedgerState | None,
+    now: datetime,
+) -> Refusal | PreparedResume:
+    """Run the resume contract on ``answer``; the first rule that fails names the refusal.
+
+    ``pause`` is the ``PauseRecorded`` stored for the token's thread and checkpoint (``None``
+    when there is none -- the caller first makes sure it has applied the pauses partition up to
+    the token's ``pause_offset``); ``ledger`` is the token's ledger entry, if any; ``now`` is
+    the worker's clock, which decides the window (``submitted_at`` is the publisher's word).
+
+    Order: the four axes are stated; 1 the token verifies and is in its window; 2 each axis
+    matches it; 3 the recorded request hashes to its claim; 4 the response fits the interaction;
+    5 the pause is recorded, is the token's, is unspent and can be continued; 7 the history is
+    rebuilt. With no pause recorded, step 3 has nothing to hash and the refusal comes at step 5,
+    so every refusal is the earliest step that fails.
+    """
+    missing = _missing_axis(answer)
+    if missing is not None:
+        return missing
+    try:
+        claims = verifier.verify(answer.token, now)
+    except Refused as refused:
+        return refused.refusal
+    mismatch = _mismatched_axis(answer, claims)
+    if mismatch is not None:
+        return mismatch
+    if pause is not None:
+        try:
+            recorded = request_hash(pause.request_json)
+        except ValueError as exc:
+            return Refusal(RefusalReason.REQUEST_HASH_MISMATCH, str(exc))
+        if recorded != claims.request_hash:
+            return Refusal(
+                RefusalReason.REQUEST_HASH_MISMATCH,
+                "the recorded request is not the one the token was issued for",
+            )
+    try:
+        interaction = interactions.get(claims.name)
+        response = interaction.validate(answer.response_json)
+    except Refused as refused:
+        return refused.refusal
+    if pause is None:
+        return Refusal(
+            RefusalReason.NO_RECORDED_TURN_STATE,
+            f"no pause is recorded for thread {claims.thread_id!r}, checkpoint "
+            f"{claims.checkpoint_id!r}; a turn rebuilt from nothing would receive an answer to a "
+            "question it never asked",
+        )
+    disagree = _checkpoint_disagreement(pause, claims)
+    if disagree:
+        return Refusal(
+            RefusalReason.CHECKPOINT_MISMATCH,
+            f"the recorded pause and the token disagree on {', '.join(disagree)}",
+        )
+    if ledger is not None:
+        if ledger.outcome == EXPIRED:
+            return Refusal(RefusalReason.PAUSE_EXPIRED, "the pause was expired by its owner")
+        return Refusal(
+            RefusalReason.ALREADY_CONSUMED,
+            f"the token was spent by answer {ledger.answer_id!r}",
+        )
+    observation = interaction.observation(response)
+    try:
+        history = rehydrate(pause.checkpoint, claims.answered_call_id, observation)
+    except Refused as refused:
+        return refused.refusal
+    return PreparedResume(
+        answer=answer,
+        claims=claims,
+        pause=pause,
+        response=response,
+        observation=observation,
+        history=history,
+        answered=_answered_record(answer, claims, response),
+    )
+
+
+def rejected_event(
+    answer: AnswerSubmitted,
+    refusal: Refusal,
+    *,
+    event_id: str,
+    occurred_at: datetime,
+    package_version: str,
+) -> AnswerRejected:
+    """The ``AnswerRejected`` for a refusal. Its ``token_id`` is the one the token *claims*
+    (read unverified), for correlating a rejection with its pause, not as a proof."""
+    token_id: str | None
+    try:
+        claimed = peek_claims(answer.token).get("jti")
+        token_id = claimed if isinstance(claimed, str) else None
+    except Refused:
+        token_id = None
+    return AnswerRejected(
+        event_id=event_id,
+        occurred_at=occurred_at,
+        package_version=package_version,
+        answer_id=answer.answer_id,
+        token_id=token_id,
+        thread_id=answer.thread_id or None,
+        reason=refusal.reason.value,
+        step=refusal.step,
+        detail=refusal.detail,
+    )

@@ -1,0 +1,1 @@
+"""Writers for the agent runtime (pauses) and for people and UIs (answers)."""

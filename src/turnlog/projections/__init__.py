@@ -1,0 +1,1 @@
+"""Projections of the log into local state: the RocksDB store and the projector that fills it."""

@@ -1,0 +1,184 @@
+"""One atomic change to the store, and the rules that keep its indexes true.
+
+The indexes are a function of the content -- which pauses exist and which tokens the ledger holds
+-- never of the order records arrived in: the pauses and consumptions partitions are applied
+independently, and a rebuild replays them in another interleaving than the live run saw. A pause
+is in the deadline index exactly while it exists and its token is not spent, whichever came first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import TracebackType
+
+from turnlog.errors import StoreError
+from turnlog.projections.layout import (
+    ALL_FAMILIES,
+    CHECKPOINTS,
+    DEADLINES,
+    LEDGER,
+    META,
+    OUTCOMES,
+    PAUSES,
+    THREAD_TOKENS,
+    TOKENS,
+    checkpoint_key,
+    deadline_key,
+    dump,
+    load,
+    offset_key,
+    pause_key,
+    prefix_end,
+    thread_prefix,
+    thread_token_key,
+    u64,
+)
+
+__all__ = ["Batch"]
+
+Read = Callable[[str, bytes], bytes | None]
+Scan = Callable[[str, bytes, bytes | None], list[tuple[bytes, bytes]]]
+Write = Callable[[Mapping[str, Mapping[bytes, bytes | None]]], None]
+
+
+class Batch:
+    """Changes committed with one RocksDB write batch when the ``with`` block ends normally; an
+    exception discards them all. Reads inside the batch see its own pending changes, so a pause
+    and its consumption may come in either order, in one batch or across many.
+    """
+
+    def __init__(self, read: Read, scan: Scan, write: Write) -> None:
+        self._read = read
+        self._scan = scan
+        self._write = write
+        self._pending: dict[str, dict[bytes, bytes | None]] = {n: {} for n in ALL_FAMILIES}
+        self._done = False
+
+    def __enter__(self) -> Batch:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self._done = True
+
+    def put_pause(
+        self,
+        thread_id: str,
+        checkpoint_id: str,
+        sequence: int,
+        value: bytes,
+        *,
+        token_id: str | None = None,
+        expires_at_ms: int | None = None,
+    ) -> None:
+        """Record a checkpoint (a pauses record), replacing one with the same checkpoint id.
+
+        With a token, the pause can be found by token and, until the token is spent, by deadline.
+        """
+        if (token_id is None) != (expires_at_ms is None):
+            raise ValueError("a pause's token_id and expires_at_ms come together or not at all")
+        if expires_at_ms is not None:
+            u64(expires_at_ms, "expires_at_ms")
+        checkpoint = checkpoint_key(thread_id, sequence, checkpoint_id)
+        self.delete_pause(thread_id, checkpoint_id)
+        self._put(CHECKPOINTS, checkpoint, bytes(value))
+        locator = {"sequence": sequence, "token_id": token_id, "expires_at": expires_at_ms}
+        self._put(PAUSES, pause_key(thread_id, checkpoint_id), dump(locator))
+        if token_id is None or expires_at_ms is None:
+            return
+        token = token_id.encode()
+        if (previous := self._get(TOKENS, token)) is not None:
+            self._delete(DEADLINES, deadline_key(load(previous)["expires_at"], token_id))
+        owner = {"thread_id": thread_id, "checkpoint_id": checkpoint_id}
+        self._put(TOKENS, token, dump({**owner, **locator}))
+        if self._get(LEDGER, token) is None:
+            self._put(DEADLINES, deadline_key(expires_at_ms, token_id), thread_id.encode())
+
+    def delete_pause(self, thread_id: str, checkpoint_id: str) -> None:
+        """Apply a tombstone on the pauses topic: the checkpoint and its token indexes go."""
+        key = pause_key(thread_id, checkpoint_id)
+        raw = self._get(PAUSES, key)
+        if raw is None:
+            return
+        locator = load(raw)
+        self._delete(PAUSES, key)
+        self._delete(CHECKPOINTS, checkpoint_key(thread_id, locator["sequence"], checkpoint_id))
+        token_id = locator["token_id"]
+        if token_id is None:
+            return
+        info = self._get(TOKENS, token_id.encode())
+        owner = None if info is None else load(info)
+        # A token id re-used by a later pause belongs to that pause now: leave its indexes alone.
+        if owner and (owner["thread_id"], owner["checkpoint_id"]) == (thread_id, checkpoint_id):
+            self._delete(TOKENS, token_id.encode())
+            self._delete(DEADLINES, deadline_key(locator["expires_at"], token_id))
+
+    def put_consumption(self, thread_id: str, token_id: str, outcome: str, answer_id: str) -> None:
+        """Record the one final record of a token: it is spent and leaves the deadline index."""
+        if outcome not in OUTCOMES:
+            raise ValueError(f"a consumption outcome is one of {sorted(OUTCOMES)}, got {outcome!r}")
+        token = token_id.encode()
+        if (previous := self._get(LEDGER, token)) is not None:
+            self._delete(THREAD_TOKENS, thread_token_key(load(previous)["thread_id"], token_id))
+        entry = {"outcome": outcome, "answer_id": answer_id, "thread_id": thread_id}
+        self._put(LEDGER, token, dump(entry))
+        self._put(THREAD_TOKENS, thread_token_key(thread_id, token_id), b"")
+        if (info := self._get(TOKENS, token)) is not None:
+            self._delete(DEADLINES, deadline_key(load(info)["expires_at"], token_id))
+
+    def delete_consumption(self, thread_id: str, token_id: str) -> None:
+        """Apply a tombstone on the consumptions topic; a pause still present is open again."""
+        token = token_id.encode()
+        raw = self._get(LEDGER, token)
+        if raw is None or load(raw)["thread_id"] != thread_id:
+            return
+        self._delete(LEDGER, token)
+        self._delete(THREAD_TOKENS, thread_token_key(thread_id, token_id))
+        if (info := self._get(TOKENS, token)) is not None:
+            pause = load(info)
+            key = deadline_key(pause["expires_at"], token_id)
+            self._put(DEADLINES, key, pause["thread_id"].encode())
+
+    def forget(self, thread_id: str) -> None:
+        """Delete every checkpoint, token index and ledger entry of the thread."""
+        prefix = thread_prefix(thread_id)
+        for key in self._keys(PAUSES, prefix):
+            self.delete_pause(thread_id, key[len(prefix) :].decode())
+        for key in self._keys(THREAD_TOKENS, prefix):
+            self.delete_consumption(thread_id, key[len(prefix) :].decode())
+        for key in self._keys(CHECKPOINTS, prefix):
+            self._delete(CHECKPOINTS, key)
+
+    def set_offset(self, topic: str, partition: int, next_offset: int) -> None:
+        """The next offset to apply of ``topic[partition]``, written with the data it produced."""
+        self._put(META, offset_key(topic, partition), u64(next_offset, "next_offset"))
+
+    def commit(self) -> None:
+        if self._done:
+            raise StoreError("a batch is committed or discarded once")
+        self._done = True
+        self._write(self._pending)
+
+    def _get(self, family: str, key: bytes) -> bytes | None:
+        changes = self._pending[family]
+        return changes[key] if key in changes else self._read(family, key)
+
+    def _put(self, family: str, key: bytes, value: bytes) -> None:
+        self._pending[family][key] = value
+
+    def _delete(self, family: str, key: bytes) -> None:
+        self._pending[family][key] = None
+
+    def _keys(self, family: str, prefix: bytes) -> list[bytes]:
+        keys = {key for key, _ in self._scan(family, prefix, prefix_end(prefix))}
+        for key, value in self._pending[family].items():
+            if key.startswith(prefix):
+                (keys.discard if value is None else keys.add)(key)
+        return sorted(keys)

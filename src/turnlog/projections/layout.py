@@ -1,0 +1,109 @@
+"""The key layout of the local store: one column family per index, fixed-width big-endian numbers.
+
+Keys sort the way the queries read them (a thread's checkpoints by sequence, pauses by deadline),
+so every query is a seek plus a bounded scan. Index values are canonical JSON (sorted keys, no
+spaces): small, readable with any tool, never pickled, and byte-identical for equal content, which
+the digest relies on.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from turnlog.partitioning import SEPARATOR, check_thread_id
+
+#: Bumped when the layout changes; a store of another layout is rebuilt, not read.
+LAYOUT_VERSION = 1
+
+#: thread NUL be64(sequence) checkpoint_id -> the caller's encoded pause/checkpoint value
+CHECKPOINTS = "checkpoints"
+#: thread NUL checkpoint_id -> {sequence, token_id, expires_at}: finds a checkpoint from its
+#: pauses-topic key, which is all a tombstone carries
+PAUSES = "pauses"
+#: token_id -> {thread_id, checkpoint_id, sequence, expires_at}
+TOKENS = "tokens"
+#: be64(expires_at_ms) token_id -> thread_id, for pauses whose token is not in the ledger
+DEADLINES = "deadlines"
+#: token_id -> {outcome, answer_id, thread_id}: the spent-token ledger
+LEDGER = "ledger"
+#: thread NUL token_id -> b"": the ledger entries of a thread, so forgetting it finds them
+THREAD_TOKENS = "thread_tokens"
+#: offsets and the layout version; never part of user data or the digest
+META = "meta"
+
+USER_FAMILIES: tuple[str, ...] = tuple(
+    sorted((CHECKPOINTS, PAUSES, TOKENS, DEADLINES, LEDGER, THREAD_TOKENS))
+)
+ALL_FAMILIES: tuple[str, ...] = (*USER_FAMILIES, META)
+
+VERSION_KEY = b"layout-version"
+_OFFSET_PREFIX = b"offset\x00"
+
+OUTCOMES = frozenset({"resumed", "expired"})
+
+_U64 = 1 << 64
+
+
+def u64(value: int, what: str) -> bytes:
+    """Big-endian so byte order is numeric order; negative values would sort after every other."""
+    if not 0 <= value < _U64:
+        raise ValueError(f"{what} must be in [0, 2**64), got {value}")
+    return value.to_bytes(8, "big")
+
+
+def thread_prefix(thread_id: str) -> bytes:
+    return check_thread_id(thread_id).encode("utf-8") + SEPARATOR
+
+
+def prefix_end(prefix: bytes) -> bytes:
+    """The smallest key after every key starting with ``prefix`` (prefixes here end in NUL)."""
+    return prefix[:-1] + bytes([prefix[-1] + 1])
+
+
+def checkpoint_key(thread_id: str, sequence: int, checkpoint_id: str) -> bytes:
+    return thread_prefix(thread_id) + u64(sequence, "sequence") + checkpoint_id.encode("utf-8")
+
+
+def pause_key(thread_id: str, checkpoint_id: str) -> bytes:
+    return thread_prefix(thread_id) + checkpoint_id.encode("utf-8")
+
+
+def thread_token_key(thread_id: str, token_id: str) -> bytes:
+    return thread_prefix(thread_id) + token_id.encode("utf-8")
+
+
+def deadline_key(expires_at_ms: int, token_id: str) -> bytes:
+    return u64(expires_at_ms, "expires_at_ms") + token_id.encode("utf-8")
+
+
+def split_deadline_key(key: bytes) -> tuple[int, str]:
+    return int.from_bytes(key[:8], "big"), key[8:].decode("utf-8")
+
+
+def offset_key(topic: str, partition: int) -> bytes:
+    if not topic or "\x00" in topic:
+        raise ValueError(f"a topic name must be non-empty and without NUL, got {topic!r}")
+    if not 0 <= partition < 1 << 31:
+        raise ValueError(f"a partition is a non-negative int32, got {partition}")
+    return _OFFSET_PREFIX + topic.encode("utf-8") + SEPARATOR + partition.to_bytes(4, "big")
+
+
+def offset_range() -> tuple[bytes, bytes]:
+    return _OFFSET_PREFIX, prefix_end(_OFFSET_PREFIX)
+
+
+def split_offset_key(key: bytes) -> tuple[str, int]:
+    rest = key[len(_OFFSET_PREFIX) :]  # topic NUL be32(partition); the partition may hold NULs
+    return rest[:-5].decode("utf-8"), int.from_bytes(rest[-4:], "big")
+
+
+def dump(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def load(raw: bytes) -> dict[str, Any]:
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError(f"a store index value must be a JSON object, got {raw!r}")
+    return value

@@ -1,0 +1,347 @@
+"""The local RocksDB store the projector writes and the resume worker and CLI read.
+
+It holds what the log says, indexed for the questions the resume path asks: a thread's
+checkpoints by sequence, the pause behind a token, the spent-token ledger, the pauses whose window
+has closed, and the next offset of every topic-partition applied. Every change, offsets included,
+is one RocksDB write batch, so after a crash data and offsets never disagree and replay restarts
+exactly where the data stops. Values are the caller's opaque encoded bytes; index entries use the
+fixed layout of :mod:`turnlog.projections.layout`. Nothing is pickled.
+
+The indexes are a function of the content (the pauses and the ledger), never of the order it
+arrived in, so a live store and one rebuilt from the compacted topics have the same digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, NamedTuple
+
+import rocksdict
+
+from turnlog.errors import StoreError
+from turnlog.projections import layout
+from turnlog.projections.batch import Batch
+
+__all__ = ["Batch", "LedgerEntry", "OpenPause", "PauseInfo", "Store"]
+
+Mode = Literal["read-write", "read-only", "secondary"]
+_PAGE = 256
+
+
+class PauseInfo(NamedTuple):
+    """The pause behind a token, with the stored pause bytes, for a worker holding only a token."""
+
+    thread_id: str
+    checkpoint_id: str
+    sequence: int
+    token_id: str
+    expires_at_ms: int
+    value: bytes
+
+
+class LedgerEntry(NamedTuple):
+    outcome: str  # "resumed" | "expired"
+    answer_id: str
+
+
+class OpenPause(NamedTuple):
+    """A pause whose token is not in the ledger yet."""
+
+    token_id: str
+    thread_id: str
+    expires_at_ms: int
+
+
+class Store:
+    """One store directory. One read-write process at a time (RocksDB's LOCK); others read it
+    through :meth:`open_secondary`, which follows the writer, or :meth:`open_read_only`, which sees
+    the store as of its open.
+    """
+
+    def __init__(self, db: Any, path: Path, mode: Mode) -> None:
+        self._db: Any = db
+        self._cf: dict[str, Any] = {n: db.get_column_family(n) for n in layout.ALL_FAMILIES}
+        self._handles: dict[str, Any] = {
+            n: db.get_column_family_handle(n) for n in layout.ALL_FAMILIES
+        }
+        self.path = path
+        self.mode: Mode = mode
+
+    # -- opening and closing ------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> Store:
+        """Open (creating if missing) for reading and writing; refused while another holds it."""
+        options = rocksdict.Options(raw_mode=True)
+        options.create_if_missing(True)
+        options.create_missing_column_families(True)
+        return cls._open(Path(path), options, None, "read-write")
+
+    @classmethod
+    def open_secondary(
+        cls, path: str | os.PathLike[str], secondary_path: str | os.PathLike[str]
+    ) -> Store:
+        """A reader beside a running writer; :meth:`catch_up` brings it to the writer's state.
+
+        ``secondary_path`` is this reader's own directory (RocksDB keeps its info log there).
+        """
+        access = rocksdict.AccessType.secondary(str(secondary_path))
+        return cls._open(Path(path), rocksdict.Options(raw_mode=True), access, "secondary")
+
+    @classmethod
+    def open_read_only(cls, path: str | os.PathLike[str]) -> Store:
+        """A frozen view: what the store held when it was opened (its write-ahead log included)."""
+        access = rocksdict.AccessType.read_only()
+        return cls._open(Path(path), rocksdict.Options(raw_mode=True), access, "read-only")
+
+    @classmethod
+    def _open(cls, path: Path, options: Any, access: Any, mode: Mode) -> Store:
+        if access is not None and not (path / "CURRENT").is_file():
+            raise StoreError(f"no store at {path} to open {mode}")
+        families = {name: rocksdict.Options(raw_mode=True) for name in layout.ALL_FAMILIES}
+        extra = {} if access is None else {"access_type": access}
+        try:
+            db = rocksdict.Rdict(str(path), options, column_families=families, **extra)
+        except Exception as exc:
+            if "LOCK" in str(exc):  # RocksDB names the lock file, e.g. "<path>/LOCK: ..."
+                raise StoreError(
+                    f"the store at {path} is already open read-write by another process or "
+                    "instance (RocksDB LOCK held; one writer per store); read it with "
+                    "Store.open_secondary instead"
+                ) from exc
+            raise StoreError(f"could not open the store at {path} {mode}: {exc}") from exc
+        store = cls(db, path, mode)
+        try:
+            store._check_layout()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def _check_layout(self) -> None:
+        found = self._get(layout.META, layout.VERSION_KEY)
+        if found is None and self.mode == "read-write":
+            self._cf[layout.META][layout.VERSION_KEY] = str(layout.LAYOUT_VERSION).encode()
+        elif found is not None and found != str(layout.LAYOUT_VERSION).encode():
+            raise StoreError(
+                f"the store at {self.path} has layout version {found.decode(errors='replace')}, "
+                f"this build reads {layout.LAYOUT_VERSION}; rebuild it from the log"
+            )
+
+    def close(self) -> None:
+        """Release the store (and its LOCK); safe to call twice.
+
+        Column-family objects keep RocksDB open after ``Rdict.close()``, so they go first.
+        """
+        if self._db is None:
+            return
+        db, self._db = self._db, None
+        families = self._cf
+        for family in families.values():
+            pass
+        db.close()
+
+    def drop(self) -> None:
+        """Close and delete this store, for a rebuild from the log."""
+        self.close()
+        Store.destroy(self.path)
+
+    @staticmethod
+    def destroy(path: str | os.PathLike[str]) -> None:
+        """Delete the store at ``path``; refused while a process has it open read-write."""
+        if not Path(path).exists():
+            return
+        try:
+            rocksdict.Rdict.destroy(str(path), rocksdict.Options(raw_mode=True))
+        except Exception as exc:
+            raise StoreError(f"could not delete the store at {path}: {exc}") from exc
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._db is None
+
+    def catch_up(self) -> dict[tuple[str, int], int]:
+        """Follow the writer (secondary mode) and return the offsets now visible: how fresh
+        this reader is."""
+        if self.mode == "secondary":
+            self._live().try_catch_up_with_primary()
+        return self.offsets()
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def batch(self) -> Batch:
+        """A set of changes committed atomically with one write batch on leaving the ``with``."""
+        self._live()
+        if self.mode != "read-write":
+            raise StoreError(f"the store at {self.path} is open {self.mode}; it cannot be written")
+        return Batch(self._get, self._scan, self._write)
+
+    def forget(self, thread_id: str) -> None:
+        """Delete every fact of a thread in one batch (after its tombstones were written)."""
+        with self.batch() as batch:
+            batch.forget(thread_id)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def latest(self, thread_id: str) -> bytes | None:
+        """The checkpoint with the highest sequence of the thread, if any."""
+        prefix = layout.thread_prefix(thread_id)
+        options = rocksdict.ReadOptions()
+        options.set_iterate_upper_bound(layout.prefix_end(prefix))
+        iterator = self._family(layout.CHECKPOINTS).iter(options)
+        try:
+            iterator.seek_to_last()
+            if iterator.valid() and bytes(iterator.key()).startswith(prefix):
+                return bytes(iterator.value())
+            return None
+        finally:
+            del iterator  # a live iterator keeps RocksDB (and its LOCK) open
+
+    def list_checkpoints(self, thread_id: str) -> list[bytes]:
+        """The thread's checkpoints, oldest (lowest sequence) first."""
+        prefix = layout.thread_prefix(thread_id)
+        return [
+            value for _, value in self._scan(layout.CHECKPOINTS, prefix, layout.prefix_end(prefix))
+        ]
+
+    def pause_for_token(self, token_id: str) -> PauseInfo | None:
+        raw = self._get(layout.TOKENS, token_id.encode())
+        if raw is None:
+            return None
+        info = layout.load(raw)
+        key = layout.checkpoint_key(info["thread_id"], info["sequence"], info["checkpoint_id"])
+        value = self._get(layout.CHECKPOINTS, key)
+        if value is None:
+            return None
+        return PauseInfo(
+            thread_id=info["thread_id"],
+            checkpoint_id=info["checkpoint_id"],
+            sequence=info["sequence"],
+            token_id=token_id,
+            expires_at_ms=info["expires_at"],
+            value=value,
+        )
+
+    def ledger(self, token_id: str) -> LedgerEntry | None:
+        raw = self._get(layout.LEDGER, token_id.encode())
+        if raw is None:
+            return None
+        entry = layout.load(raw)
+        return LedgerEntry(entry["outcome"], entry["answer_id"])
+
+    def is_spent(self, token_id: str) -> bool:
+        return self._get(layout.LEDGER, token_id.encode()) is not None
+
+    def pending(self, now_ms: int) -> Iterator[OpenPause]:
+        """Unspent pauses whose window is still open at ``now_ms``, soonest deadline first."""
+        return self._deadlines(layout.u64(now_ms + 1, "now_ms + 1"), None)
+
+    def expired(self, now_ms: int) -> Iterator[OpenPause]:
+        """Unspent pauses whose window has closed at ``now_ms`` (deadline <= now): the owner
+        expires these. A bounded scan of the deadline index, never of every pause."""
+        return self._deadlines(b"", layout.u64(now_ms + 1, "now_ms + 1"))
+
+    def offsets(self) -> dict[tuple[str, int], int]:
+        """The next offset to apply of every topic-partition this store has applied."""
+        low, high = layout.offset_range()
+        return {
+            layout.split_offset_key(key): int.from_bytes(value, "big")
+            for key, value in self._scan(layout.META, low, high)
+        }
+
+    def offset(self, topic: str, partition: int) -> int | None:
+        raw = self._get(layout.META, layout.offset_key(topic, partition))
+        return None if raw is None else int.from_bytes(raw, "big")
+
+    def verify_offsets(self, end_offsets: Mapping[tuple[str, int], int]) -> None:
+        """Refuse a store that is ahead of the log: its partition was recreated or truncated, and
+        applying from the stored offset would silently skip records."""
+        ahead = {
+            tp: (stored, end_offsets[tp])
+            for tp, stored in self.offsets().items()
+            if tp in end_offsets and stored > end_offsets[tp]
+        }
+        if ahead:
+            detail = ", ".join(
+                f"{t}[{p}] store {s} > log end {e}" for (t, p), (s, e) in ahead.items()
+            )
+            raise StoreError(f"the store at {self.path} is ahead of the log ({detail}); rebuild it")
+
+    def digest(self) -> str:
+        """SHA-256 of all user data (keys and values, in order), offsets and metadata excluded."""
+        digest = hashlib.sha256()
+        for family in layout.USER_FAMILIES:
+            digest.update(_frame(family.encode()))
+            for key, value in self._family(family).items():
+                digest.update(_frame(bytes(key)) + _frame(bytes(value)))
+        return digest.hexdigest()
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _live(self) -> Any:
+        if self._db is None:
+            raise StoreError(f"the store at {self.path} is closed")
+        return self._db
+
+    def _family(self, name: str) -> Any:
+        self._live()
+        return self._cf[name]
+
+    def _get(self, family: str, key: bytes) -> bytes | None:
+        value = self._family(family).get(key)
+        return None if value is None else bytes(value)
+
+    def _scan(
+        self, family: str, low: bytes, high: bytes | None, limit: int | None = None
+    ) -> list[tuple[bytes, bytes]]:
+        # Seek to ``low`` and bound above: rocksdict 0.3.29's ReadOptions.set_iterate_lower_bound
+        # sets the *upper* bound, so a lower bound is never passed to it.
+        options = rocksdict.ReadOptions()
+        if high is not None:
+            options.set_iterate_upper_bound(high)
+        items = self._family(family).items(from_key=low, read_opt=options)
+        return [(bytes(k), bytes(v)) for k, v in itertools.islice(items, limit)]
+
+    def _write(self, changes: Mapping[str, Mapping[bytes, bytes | None]]) -> None:
+        db = self._live()
+        batch = rocksdict.WriteBatch(raw_mode=True)
+        for family, pending in changes.items():
+            handle = self._handles[family]
+            for key, value in pending.items():
+                if value is None:
+                    batch.delete(key, handle)
+                else:
+                    batch.put(key, value, handle)
+        if not batch.is_empty():
+            db.write(batch)  # one WriteBatch: data and offsets land together or not at all
+
+    def _deadlines(self, low: bytes, high: bytes | None) -> Iterator[OpenPause]:
+        # Paged, so an abandoned iteration holds no RocksDB iterator (which would pin the LOCK).
+        while True:
+            page = self._scan(layout.DEADLINES, low, high, _PAGE)
+            for key, thread in page:
+                expires_at, token_id = layout.split_deadline_key(key)
+                yield OpenPause(token_id, thread.decode(), expires_at)
+            if len(page) < _PAGE:
+                return
+            low = page[-1][0] + b"\x00"
+
+
+def _frame(data: bytes) -> bytes:
+    return len(data).to_bytes(4, "big") + data

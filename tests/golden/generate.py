@@ -1,0 +1,34 @@
+"""Rewrite the golden ``.bin`` files from the values in ``tests/unit/test_codec_golden.py``.
+
+Run by hand, and only for a deliberate wire change: ``python tests/golden/generate.py``. The
+golden test never runs this, which is what lets it catch an accidental change.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> None:
+    source = HERE.parent / "unit" / "test_codec_golden.py"
+    spec = importlib.util.spec_from_file_location("golden_values", source)
+    if spec is None or spec.loader is None:
+        sys.exit(f"cannot load {source}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    from turnlog import codec
+
+    for name, value in module.GOLDEN.items():
+        (HERE / f"{name}.bin").write_bytes(codec.encode(value))
+        print(f"wrote {name}.bin")
+    (HERE / f"{module.V1_NAME}.bin").write_bytes(module.encode_v1(module.V1_VALUE))
+    print(f"wrote {module.V1_NAME}.bin")
+
+
+if __name__ == "__main__":
+    main()

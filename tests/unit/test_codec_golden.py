@@ -1,0 +1,180 @@
+"""Committed bytes: an accidental change to the wire format fails here, not in production.
+
+The files under ``tests/golden/`` were written once by ``tests/golden/generate.py``, which this
+test never runs. Regenerate them only for a deliberate schema change -- and keep the old schema
+in ``schemas/history/`` so the old bytes stay readable.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pytest
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+from turnlog import codec
+from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
+from turnlog.contracts.events import (
+    AnswerRejected,
+    AnswerSubmitted,
+    AskUserAnswered,
+    PauseExpired,
+    PauseRecorded,
+    TokenConsumed,
+    TurnResumed,
+)
+from turnlog.records import WIRE_TYPES, WireValue, to_record
+
+GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
+
+_AT = datetime(2025, 5, 17, 9, 30, 15, 250000, tzinfo=UTC)
+_LATER = datetime(2025, 5, 18, 9, 30, 15, 250000, tzinfo=UTC)
+
+_MESSAGES = captured_messages(
+    [
+        {"role": "system", "content": "You book trips."},
+        {"role": "user", "content": "Zürich → Kyoto, 東京 stopover? 🚆"},
+    ],
+    "Two questions before I book.",
+    [
+        ReservedCall("call-1", "ask_user", {"question": "Window seat?", "options": ["yes", "no"]}),
+        ReservedCall("call-2", "search_flights", {"from": "ZRH", "to": "KIX"}),
+    ],
+)
+
+_CHECKPOINT = TurnCheckpoint(
+    run_id="run-7",
+    session_id="ses-3",
+    thread_id="thread-42",
+    checkpoint_id="cp-0001",
+    scope_hash="9f2c",
+    tool_call_id="call-1",
+    interrupt_id="int-1",
+    name="ask_user",
+    prompt="Window seat?",
+    messages=_MESSAGES,
+    sequence=12,
+    tenant_id="acme",
+    created_at=_AT,
+    package_version="0.1.0",
+    safe_boundary=True,
+)
+
+_EVENT: dict[str, Any] = {"event_id": "ev-1", "occurred_at": _AT, "package_version": "0.1.0"}
+
+_RESUMED = TurnResumed(
+    **_EVENT,
+    token_id="tok-1",
+    answer_id="ans-1",
+    run_id="run-7",
+    session_id="ses-3",
+    thread_id="thread-42",
+    checkpoint_id="cp-0001",
+    interrupt_id="int-1",
+    tool_call_id="call-1",
+    name="ask_user",
+    prompt="Window seat?",
+    response_json='{"selected":["yes"]}',
+    history=(*_MESSAGES, {"role": "tool", "content": "yes", "tool_call_id": "call-1"}),
+    answered=AskUserAnswered(("yes",), False, 12.5),
+)
+
+GOLDEN: dict[str, WireValue] = {
+    "TurnCheckpoint": _CHECKPOINT,
+    "PauseRecorded": PauseRecorded(
+        **_EVENT,
+        checkpoint=_CHECKPOINT,
+        token_id="tok-1",
+        request_json='{"question":"Window seat?"}',
+        request_hash="sha256:ab12",
+        response_schema="ask_user",
+        expires_at=_LATER,
+    ),
+    "AnswerSubmitted": AnswerSubmitted(
+        **_EVENT,
+        answer_id="ans-1",
+        token="eyJhbGciOi.payload.sig",
+        thread_id="thread-42",
+        scope_hash="9f2c",
+        session_id=None,
+        run_id="run-7",
+        call_id=None,
+        response_json='{"selected":["yes"]}',
+        submitted_at=_AT,
+    ),
+    "TokenConsumed": TokenConsumed(
+        **_EVENT,
+        token_id="tok-1",
+        answer_id="ans-1",
+        thread_id="thread-42",
+        checkpoint_id="cp-0001",
+        outcome="resumed",
+    ),
+    "AnswerRejected": AnswerRejected(
+        **_EVENT,
+        answer_id="ans-2",
+        token_id=None,
+        thread_id="thread-42",
+        reason="scope_mismatch",
+        step=4,
+        detail="the answer's scope is not the pause's",
+    ),
+    "PauseExpired": PauseExpired(
+        **_EVENT,
+        token_id="tok-9",
+        thread_id="thread-43",
+        checkpoint_id="cp-0009",
+        run_id="run-8",
+        session_id="ses-3",
+        tool_call_id="call-5",
+        expires_at=_LATER,
+    ),
+    "TurnResumed": _RESUMED,
+}
+
+#: A TurnResumed as the v1 schema (before ``answered``) wrote it: today's reader fills in None.
+V1_NAME = "TurnResumed.v1"
+V1_VALUE = replace(_RESUMED, answered=None)
+
+
+def encode_v1(value: TurnResumed) -> bytes:
+    """``value`` written as a build that only knew TurnResumed v1 would have written it."""
+    schema = json.loads((codec.schemas_dir() / "history" / f"{V1_NAME}.avsc").read_text("utf-8"))
+    record = to_record(value)
+    del record["answered"]
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(schema), record)
+    header = bytes.fromhex(fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO"))
+    return b"\xc3\x01" + header + body.getvalue()
+
+
+def _golden(name: str) -> bytes:
+    return (GOLDEN_DIR / f"{name}.bin").read_bytes()
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_committed_bytes_decode_to_the_expected_value(name: str) -> None:
+    assert codec.decode(_golden(name)) == GOLDEN[name]
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_the_expected_value_encodes_to_the_committed_bytes(name: str) -> None:
+    assert codec.encode(GOLDEN[name]) == _golden(name)
+
+
+def test_committed_v1_bytes_still_decode() -> None:
+    data = _golden(V1_NAME)
+    assert data[2:10] != codec.fingerprint_of("TurnResumed")
+    assert data == encode_v1(V1_VALUE)
+    assert codec.decode(data) == V1_VALUE
+
+
+def test_the_golden_set_covers_every_wire_type_and_nothing_else() -> None:
+    assert set(GOLDEN) == set(WIRE_TYPES)
+    assert {p.stem for p in GOLDEN_DIR.glob("*.bin")} == {*GOLDEN, V1_NAME}
