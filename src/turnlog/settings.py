@@ -21,12 +21,12 @@ DEFAULT_PREFIX = "turnlog."
 class Settings:
     bootstrap_servers: str = DEFAULT_BOOTSTRAP
     topic_prefix: str = DEFAULT_PREFIX
-    state_dir: Path = field(default_factory=lambda: Path(".turnlog-state"))
+    state_dir: Path = field(default_factory=lambda: Path(".turnlog/state"))
     application_id: str = "turnlog"
     partitions: int = 6
     replication_factor: int = 1
     commit_interval_ms: int = 100
-    keys_dir: Path | None = None
+    keys_dir: Path = field(default_factory=lambda: Path(".turnlog/keys"))
     issuer: str = "turnlog"
     audience: str = "turnlog-answers"
     token_ttl_seconds: int = 7 * 24 * 3600
@@ -45,7 +45,7 @@ class Settings:
             "partitions": int(e.get("TURNLOG_PARTITIONS", base.partitions)),
             "replication_factor": int(e.get("TURNLOG_REPLICATION_FACTOR", base.replication_factor)),
             "commit_interval_ms": int(e.get("TURNLOG_COMMIT_INTERVAL_MS", base.commit_interval_ms)),
-            "keys_dir": Path(e["TURNLOG_KEYS_DIR"]) if e.get("TURNLOG_KEYS_DIR") else None,
+            "keys_dir": Path(e.get("TURNLOG_KEYS_DIR", str(base.keys_dir))),
             "issuer": e.get("TURNLOG_ISSUER", base.issuer),
             "audience": e.get("TURNLOG_AUDIENCE", base.audience),
             "token_ttl_seconds": int(e.get("TURNLOG_TOKEN_TTL_SECONDS", base.token_ttl_seconds)),

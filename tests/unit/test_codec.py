@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -336,8 +337,6 @@ def test_a_checkpoint_of_an_unknown_turn_state_version_is_refused() -> None:
 
 def test_no_library_exception_escapes_random_bodies() -> None:
     # Valid headers for every schema, followed by deterministic pseudo-random bodies.
-    import random
-
     rng = random.Random(1234)
     for name in ("TurnCheckpoint", "PauseRecorded", "AnswerSubmitted", "TurnResumed"):
         header = b"\xc3\x01" + codec.fingerprint_of(name)

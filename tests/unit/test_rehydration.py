@@ -80,7 +80,7 @@ def test_a_call_that_already_has_a_result_keeps_only_that_one() -> None:
 
 
 def test_the_last_round_with_calls_is_the_asking_round() -> None:
-    earlier = [
+    earlier: list[dict[str, Any]] = [
         *TRANSCRIPT,
         {"role": "assistant", "content": "", "tool_calls": [{"id": "old", "name": "search"}]},
         {"role": "tool", "content": "found", "tool_call_id": "old"},

@@ -279,6 +279,28 @@ def test_forget_removes_a_thread_and_nothing_else(tmp_path: Path) -> None:
             assert both.digest() == empty.digest()
 
 
+def test_a_refused_record_changes_nothing_and_the_batch_goes_on(store: Store) -> None:
+    with store.batch() as b:
+        bad_calls: list[Callable[[], None]] = [
+            lambda: b.put_consumption("a\x00b", "k1", "resumed", "a"),
+            lambda: b.put_consumption("", "k1", "resumed", "a"),
+            lambda: b.put_consumption("t", "k1", "nope", "a"),
+            lambda: b.put_pause("a\x00b", "cp", 1, b"v", token_id="k2", expires_at_ms=1),
+            lambda: b.put_pause("t", "cp", -1, b"v", token_id="k2", expires_at_ms=1),
+            lambda: b.put_pause("t", "cp", 1, b"v", token_id="k2", expires_at_ms=-5),
+            lambda: b.set_offset("turnlog.pauses", -1, 3),
+            lambda: b.set_offset("turnlog.pauses", 0, -3),
+        ]
+        for call in bad_calls:
+            with pytest.raises(ValueError):
+                call()
+        b.set_offset("turnlog.pauses", 0, 9)
+    with Store.open(store.path.parent / "empty") as empty:
+        assert store.digest() == empty.digest()
+    assert store.ledger("k1") is None
+    assert store.offsets() == {("turnlog.pauses", 0): 9}
+
+
 def test_thread_ids_with_nul_are_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="NUL"), store.batch() as b:
         pause(b, "a\x00b", 1)

@@ -218,7 +218,7 @@ def test_unknown_kid_is_refused() -> None:
 
 
 def test_token_without_kid_is_refused() -> None:
-    token = jwt.encode(payload_of(TOKEN), TokenKey.ed25519_private("x", PRIVATE_A).signing, "EdDSA")
+    token = jwt.encode(payload_of(TOKEN), PRIVATE_A, "EdDSA")
     refused_as(token, RefusalReason.TOKEN_INVALID)
 
 
@@ -234,7 +234,7 @@ def test_wrong_audience_is_refused() -> None:
 def test_a_missing_claim_is_refused(claim: str) -> None:
     payload = payload_of(TOKEN)
     del payload[claim]
-    key = TokenKey.ed25519_private("key-a", PRIVATE_A).signing
+    key = PRIVATE_A
     refused_as(
         jwt.encode(payload, key, "EdDSA", headers={"kid": "key-a"}), RefusalReason.TOKEN_INVALID
     )
@@ -252,7 +252,7 @@ def test_a_missing_claim_is_refused(claim: str) -> None:
 )
 def test_a_claim_of_the_wrong_type_is_refused(claim: str, value: Any) -> None:
     payload = {**payload_of(TOKEN), claim: value}
-    key = TokenKey.ed25519_private("key-a", PRIVATE_A).signing
+    key = PRIVATE_A
     refused_as(
         jwt.encode(payload, key, "EdDSA", headers={"kid": "key-a"}), RefusalReason.TOKEN_INVALID
     )

@@ -44,7 +44,8 @@ Write = Callable[[Mapping[str, Mapping[bytes, bytes | None]]], None]
 class Batch:
     """Changes committed with one RocksDB write batch when the ``with`` block ends normally; an
     exception discards them all. Reads inside the batch see its own pending changes, so a pause
-    and its consumption may come in either order, in one batch or across many.
+    and its consumption may come in either order, in one batch or across many. A method that
+    refuses its input (``ValueError``) changes nothing, so a caller may skip that record and go on.
     """
 
     def __init__(self, read: Read, scan: Scan, write: Write) -> None:
@@ -124,23 +125,25 @@ class Batch:
         """Record the one final record of a token: it is spent and leaves the deadline index."""
         if outcome not in OUTCOMES:
             raise ValueError(f"a consumption outcome is one of {sorted(OUTCOMES)}, got {outcome!r}")
+        by_thread = thread_token_key(thread_id, token_id)  # validates before anything changes
         token = token_id.encode()
         if (previous := self._get(LEDGER, token)) is not None:
             self._delete(THREAD_TOKENS, thread_token_key(load(previous)["thread_id"], token_id))
         entry = {"outcome": outcome, "answer_id": answer_id, "thread_id": thread_id}
         self._put(LEDGER, token, dump(entry))
-        self._put(THREAD_TOKENS, thread_token_key(thread_id, token_id), b"")
+        self._put(THREAD_TOKENS, by_thread, b"")
         if (info := self._get(TOKENS, token)) is not None:
             self._delete(DEADLINES, deadline_key(load(info)["expires_at"], token_id))
 
     def delete_consumption(self, thread_id: str, token_id: str) -> None:
         """Apply a tombstone on the consumptions topic; a pause still present is open again."""
+        by_thread = thread_token_key(thread_id, token_id)
         token = token_id.encode()
         raw = self._get(LEDGER, token)
         if raw is None or load(raw)["thread_id"] != thread_id:
             return
         self._delete(LEDGER, token)
-        self._delete(THREAD_TOKENS, thread_token_key(thread_id, token_id))
+        self._delete(THREAD_TOKENS, by_thread)
         if (info := self._get(TOKENS, token)) is not None:
             pause = load(info)
             key = deadline_key(pause["expires_at"], token_id)

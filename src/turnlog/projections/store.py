@@ -141,9 +141,9 @@ class Store:
         if self._db is None:
             return
         db, self._db = self._db, None
-        families = self._cf
+        families, self._cf, self._handles = self._cf, {}, {}
         for family in families.values():
-            pass
+            family.close()
         db.close()
 
     def drop(self) -> None:

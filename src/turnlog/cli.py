@@ -1,0 +1,272 @@
+"""The ``turnlog`` command.
+
+Every verb reads the same settings (environment, overridden by the global options), prints data
+as a rich table or, with ``--json``, as JSON, and fails with one clear line and a meaningful exit
+code -- never a traceback unless ``--debug``:
+
+  0 ok · 1 failure · 2 usage · 3 refused (a token or answer was refused) · 4 broker unavailable
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from aiokafka.errors import KafkaConnectionError, KafkaError
+from rich.console import Console
+from rich.table import Table
+
+from turnlog import __version__
+from turnlog.errors import BrokerUnavailable, TurnlogError
+from turnlog.settings import Settings
+
+app = typer.Typer(
+    name="turnlog",
+    help="Paused agent turns, durable and resumable exactly once, over Apache Kafka.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+broker_app = typer.Typer(help="The local Apache Kafka (no Docker needed).", no_args_is_help=True)
+topics_app = typer.Typer(help="Create, verify and describe the topic set.", no_args_is_help=True)
+keys_app = typer.Typer(help="Token signing keys.", no_args_is_help=True)
+app.add_typer(broker_app, name="broker")
+app.add_typer(topics_app, name="topics")
+app.add_typer(keys_app, name="keys")
+
+out = Console()
+err = Console(stderr=True)
+
+EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED, EXIT_BROKER = 1, 2, 3, 4
+
+T = TypeVar("T")
+
+
+class State:
+    settings: Settings = Settings()
+    debug: bool = False
+
+
+STATE = State()
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print data as JSON.")]
+
+
+@app.callback()
+def main_options(
+    bootstrap_servers: Annotated[
+        str | None, typer.Option(help="Kafka bootstrap servers [env TURNLOG_BOOTSTRAP_SERVERS].")
+    ] = None,
+    topic_prefix: Annotated[
+        str | None, typer.Option(help="Topic name prefix [env TURNLOG_TOPIC_PREFIX].")
+    ] = None,
+    state_dir: Annotated[
+        Path | None, typer.Option(help="Local store directory [env TURNLOG_STATE_DIR].")
+    ] = None,
+    keys_dir: Annotated[
+        Path | None, typer.Option(help="Token keys directory [env TURNLOG_KEYS_DIR].")
+    ] = None,
+    partitions: Annotated[
+        int | None, typer.Option(help="Partitions of new topics [env TURNLOG_PARTITIONS].")
+    ] = None,
+    debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
+) -> None:
+    STATE.settings = Settings.from_env(
+        bootstrap_servers=bootstrap_servers,
+        topic_prefix=topic_prefix,
+        state_dir=state_dir,
+        keys_dir=keys_dir,
+        partitions=partitions,
+    )
+    STATE.debug = debug
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def run_async(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
+    """Run an async verb, turning turnlog's errors into one line and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        from turnlog.contracts.refusals import Refused
+
+        try:
+            return asyncio.run(fn(*args, **kwargs))
+        except typer.Exit:
+            raise
+        except Exception as exc:
+            if STATE.debug:
+                raise
+            if isinstance(exc, Refused):
+                raise _fail(f"refused: {exc.refusal}", EXIT_REFUSED) from None
+            if isinstance(exc, BrokerUnavailable | KafkaConnectionError):
+                raise _fail(
+                    f"Kafka at {STATE.settings.bootstrap_servers} is not reachable ({exc}); "
+                    "start one with `turnlog broker up`",
+                    EXIT_BROKER,
+                ) from None
+            if isinstance(exc, TurnlogError | KafkaError | OSError | ValueError):
+                raise _fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE) from None
+            raise
+
+    return wrapper
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+# -- broker ------------------------------------------------------------------------------------
+
+
+def _kafka_script() -> Path:
+    script = Path(__file__).resolve().parents[2] / "compose" / "kafka-local" / "kafka.sh"
+    if not script.exists():
+        raise _fail(
+            "the local broker script ships with the source checkout (compose/kafka-local); "
+            "with Docker use compose/docker-compose.yml",
+            EXIT_USAGE,
+        )
+    return script
+
+
+def _broker(verb: str) -> None:
+    result = subprocess.run([str(_kafka_script()), verb], check=False)
+    raise typer.Exit(result.returncode)
+
+
+@broker_app.command("up")
+def broker_up() -> None:
+    """Start the local single-node Kafka (fetches the jars once)."""
+    _broker("start")
+
+
+@broker_app.command("down")
+def broker_down() -> None:
+    """Stop the local Kafka."""
+    _broker("stop")
+
+
+@broker_app.command("status")
+def broker_status() -> None:
+    """Is the local Kafka running? Exit 3 when stopped."""
+    _broker("status")
+
+
+# -- topics ------------------------------------------------------------------------------------
+
+
+@topics_app.command("ensure")
+@run_async
+async def topics_ensure(as_json: JsonOpt = False) -> None:
+    """Create the missing topics; verify cleanup policy and partition count of existing ones."""
+    from turnlog.topics import TopicSet, admin_client, ensure_topics
+
+    topics = TopicSet.from_settings(STATE.settings)
+    admin = admin_client(STATE.settings.bootstrap_servers)
+    try:
+        await admin.start()
+        created = await ensure_topics(admin, topics)
+    finally:
+        await admin.close()
+    names = [s.name for s in topics.specs()]
+    if as_json:
+        print_json({"created": created, "verified": [n for n in names if n not in created]})
+        return
+    for name in names:
+        out.print(f"{'created ' if name in created else 'verified'}  {name}")
+
+
+@topics_app.command("describe")
+@run_async
+async def topics_describe(as_json: JsonOpt = False) -> None:
+    """Partitions and key configs of the topic set."""
+    from turnlog.topics import TopicSet, admin_client, describe
+
+    topics = TopicSet.from_settings(STATE.settings)
+    admin = admin_client(STATE.settings.bootstrap_servers)
+    try:
+        await admin.start()
+        found = await describe(admin, [s.name for s in topics.specs()])
+    finally:
+        await admin.close()
+    keys = ("cleanup.policy", "retention.ms", "min.insync.replicas")
+    rows = [
+        {
+            "topic": spec.name,
+            "exists": spec.name in found,
+            "partitions": found[spec.name].partitions if spec.name in found else None,
+            **{k: found[spec.name].configs.get(k) if spec.name in found else None for k in keys},
+        }
+        for spec in topics.specs()
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("topic", "partitions", *keys)
+    for row in rows:
+        if not row["exists"]:
+            table.add_row(row["topic"], "[red]missing[/red]", "", "", "")
+        else:
+            table.add_row(row["topic"], str(row["partitions"]), *(str(row[k]) for k in keys))
+    out.print(table)
+
+
+# -- keys --------------------------------------------------------------------------------------
+
+
+@keys_app.command("new")
+def keys_new(
+    kid: Annotated[str, typer.Option(help="Key id (letters, digits, - and _).")] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a new Ed25519 key pair <kid>.private.pem / <kid>.public.pem into the keys dir."""
+    from datetime import UTC, datetime
+
+    from turnlog.tokens import write_keypair
+
+    kid = kid or f"k{datetime.now(UTC):%Y%m%d%H%M%S}"
+    directory = STATE.settings.keys_dir
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        private, public = write_keypair(directory, kid)
+    except (TurnlogError, ValueError, OSError) as exc:
+        raise _fail(str(exc), EXIT_FAILURE) from None
+    if as_json:
+        print_json({"kid": kid, "private": str(private), "public": str(public)})
+    else:
+        out.print(f"kid {kid}\n  private {private}\n  public  {public}")
+
+
+# The data verbs live in cli_data to keep this module readable; importing registers them.
+from turnlog import cli_data  # noqa: E402, F401
+
+
+@app.command("version")
+def version() -> None:
+    """Print the package version."""
+    out.print(__version__)
+
+
+def install_stop_signals(stop: Callable[[], None]) -> None:
+    """SIGTERM and SIGINT ask a long-running verb to finish its batch and leave cleanly."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+
+
+def main() -> None:
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    app()

@@ -1,0 +1,451 @@
+"""The resume contract as a pure function: every refusal by name, in order, nothing consumed."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
+from turnlog.contracts.events import AnswerSubmitted, AskUserAnswered, PauseRecorded, TokenConsumed
+from turnlog.contracts.interactions import ASK_USER, default_interactions
+from turnlog.contracts.messages import NOT_DISPATCHED
+from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
+from turnlog.contracts.resume import (
+    LedgerEntry,
+    PreparedResume,
+    is_replay,
+    prepare_resume,
+    rejected_event,
+    request_hash,
+)
+from turnlog.errors import TurnlogError
+from turnlog.tokens import (
+    Keyring,
+    PauseClaims,
+    TokenIssuer,
+    TokenVerifier,
+    generate_ed25519,
+)
+
+T0 = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
+NOW = T0 + timedelta(minutes=10)
+PRIVATE, _ = generate_ed25519("k1")
+OTHER_PRIVATE, _ = generate_ed25519("k2")
+RING = Keyring.ed25519("k1", PRIVATE)
+VERIFIER = TokenVerifier(RING, issuer="turnlog", audience="turnlog-answers")
+ISSUER = TokenIssuer(RING, issuer="turnlog", audience="turnlog-answers")
+INTERACTIONS = default_interactions()
+INTERACTIONS.register(
+    "approve",
+    {"type": "record", "name": "Approve", "fields": [{"name": "ok", "type": "boolean"}]},
+)
+REQUEST = json.dumps({"questions": [{"question": "Which colour?", "options": ["Red", "Blue"]}]})
+RESPONSE = json.dumps({"answers": [{"selections": ["Blue"], "other": None}]})
+
+
+def make_checkpoint(**changes: Any) -> TurnCheckpoint:
+    messages = captured_messages(
+        [{"role": "user", "content": "Paint my kitchen."}],
+        "Let me ask.",
+        [
+            ReservedCall("c0", "measure"),
+            ReservedCall("call-1", ASK_USER),
+            ReservedCall("c2", "buy"),
+        ],
+    )
+    values: dict[str, Any] = {
+        "run_id": "run-1",
+        "session_id": "sess-1",
+        "thread_id": "thread-1",
+        "checkpoint_id": "cp-1",
+        "scope_hash": "tenant-a",
+        "tool_call_id": "call-1",
+        "interrupt_id": "int-1",
+        "name": ASK_USER,
+        "prompt": "continue",
+        "messages": messages,
+        "created_at": T0,
+    }
+    values.update(changes)
+    return TurnCheckpoint(**values)
+
+
+def make_pause(checkpoint: TurnCheckpoint | None = None, **changes: Any) -> PauseRecorded:
+    values: dict[str, Any] = {
+        "event_id": "e-pause",
+        "occurred_at": T0,
+        "package_version": "0.1.0",
+        "checkpoint": checkpoint or make_checkpoint(),
+        "token_id": "tok-1",
+        "request_json": REQUEST,
+        "request_hash": request_hash(REQUEST),
+        "response_schema": ASK_USER,
+        "expires_at": T0 + timedelta(hours=1),
+    }
+    values.update(changes)
+    return PauseRecorded(**values)
+
+
+PAUSE = make_pause()
+CLAIMS = PauseClaims.for_pause(PAUSE, pause_partition=2, pause_offset=17)
+TOKEN = ISSUER.issue(CLAIMS)
+
+
+def make_answer(**changes: Any) -> AnswerSubmitted:
+    values: dict[str, Any] = {
+        "event_id": "e-answer",
+        "occurred_at": NOW,
+        "package_version": "0.1.0",
+        "answer_id": "ans-1",
+        "token": TOKEN,
+        "thread_id": "thread-1",
+        "scope_hash": "tenant-a",
+        "session_id": "sess-1",
+        "run_id": "run-1",
+        "call_id": "call-1",
+        "response_json": RESPONSE,
+        "submitted_at": T0 + timedelta(seconds=90),
+    }
+    values.update(changes)
+    return AnswerSubmitted(**values)
+
+
+def run(
+    answer: AnswerSubmitted | None = None,
+    *,
+    pause: PauseRecorded | None = PAUSE,
+    ledger: LedgerEntry | TokenConsumed | None = None,
+    now: datetime = NOW,
+) -> Refusal | PreparedResume:
+    return prepare_resume(
+        answer or make_answer(),
+        verifier=VERIFIER,
+        interactions=INTERACTIONS,
+        pause=pause,
+        ledger=ledger,
+        now=now,
+    )
+
+
+def token_for(pause: PauseRecorded, ring: Keyring = RING, **claims: Any) -> str:
+    base = dataclasses.replace(PauseClaims.for_pause(pause), **claims)
+    return TokenIssuer(ring, issuer="turnlog", audience="turnlog-answers").issue(base)
+
+
+# -- the happy path ----------------------------------------------------------------------------
+
+
+def test_a_valid_answer_is_prepared_with_its_rehydrated_history() -> None:
+    prepared = run()
+    assert isinstance(prepared, PreparedResume)
+    assert prepared.claims == CLAIMS
+    cp_len = len(PAUSE.checkpoint.messages)
+    added = prepared.history[cp_len:]
+    assert [(m["tool_call_id"], m["content"]) for m in added] == [
+        ("call-1", prepared.observation),
+        ("c0", NOT_DISPATCHED),
+        ("c2", NOT_DISPATCHED),
+    ]
+    assert "Blue" in prepared.observation
+    assert prepared.answered == AskUserAnswered(
+        selected_labels=("Blue",), has_other=False, time_to_answer_seconds=90.0
+    )
+
+
+def test_prepared_resume_builds_the_events_of_the_consume() -> None:
+    prepared = run()
+    assert isinstance(prepared, PreparedResume)
+    resumed = prepared.turn_resumed(event_id="e-r", occurred_at=NOW, package_version="0.1.0")
+    assert (resumed.token_id, resumed.answer_id, resumed.thread_id) == (
+        "tok-1",
+        "ans-1",
+        "thread-1",
+    )
+    assert (resumed.run_id, resumed.session_id, resumed.checkpoint_id) == (
+        "run-1",
+        "sess-1",
+        "cp-1",
+    )
+    assert (resumed.tool_call_id, resumed.interrupt_id, resumed.name) == (
+        "call-1",
+        "int-1",
+        ASK_USER,
+    )
+    assert resumed.prompt == "continue" and resumed.response_json == RESPONSE
+    assert resumed.history == prepared.history and resumed.answered == prepared.answered
+    consumed = prepared.token_consumed(event_id="e-c", occurred_at=NOW, package_version="0.1.0")
+    assert (consumed.token_id, consumed.answer_id, consumed.outcome) == (
+        "tok-1",
+        "ans-1",
+        "resumed",
+    )
+    assert (consumed.thread_id, consumed.checkpoint_id) == ("thread-1", "cp-1")
+
+
+def test_answered_record_flattens_selections_and_sees_free_text() -> None:
+    text = json.dumps(
+        {"answers": [{"selections": ["Red", "Blue"]}, {"selections": ["Small"], "other": "x"}]}
+    )
+    prepared = run(make_answer(response_json=text))
+    assert isinstance(prepared, PreparedResume)
+    assert prepared.answered is not None
+    assert prepared.answered.selected_labels == ("Red", "Blue", "Small")
+    assert prepared.answered.has_other is True
+
+
+def test_no_answered_record_for_empty_answers() -> None:
+    prepared = run(make_answer(response_json='{"answers": []}'))
+    assert isinstance(prepared, PreparedResume) and prepared.answered is None
+
+
+def test_time_to_answer_never_goes_negative() -> None:
+    prepared = run(make_answer(submitted_at=T0 - timedelta(minutes=5)))
+    assert isinstance(prepared, PreparedResume) and prepared.answered is not None
+    assert prepared.answered.time_to_answer_seconds == 0.0
+
+
+def test_another_interaction_resumes_without_an_answered_record() -> None:
+    cp = make_checkpoint(name="approve")
+    pause = make_pause(cp, response_schema="approve")
+    answer = make_answer(token=token_for(pause), response_json='{"ok": true}')
+    prepared = run(answer, pause=pause)
+    assert isinstance(prepared, PreparedResume)
+    assert prepared.answered is None
+    assert prepared.observation == '{"ok":true}'
+
+
+def test_an_interrupt_without_a_tool_call_is_answered_on_the_interrupt_id() -> None:
+    messages = captured_messages([], "", [ReservedCall("int-1", ASK_USER), ReservedCall("c9", "x")])
+    pause = make_pause(make_checkpoint(tool_call_id="", messages=messages))
+    answer = make_answer(token=token_for(pause), call_id="int-1")
+    prepared = run(answer, pause=pause)
+    assert isinstance(prepared, PreparedResume)
+    added = prepared.history[len(messages) :]
+    assert [m["tool_call_id"] for m in added] == ["int-1", "c9"]
+
+
+# -- every refusal, by name -------------------------------------------------------------------
+
+Case = Callable[[], Refusal | PreparedResume]
+
+CASES: dict[RefusalReason, Case] = {
+    RefusalReason.TOKEN_INVALID: lambda: run(make_answer(token="not.a.token")),
+    RefusalReason.TOKEN_UNKNOWN_KEY: lambda: run(
+        make_answer(token=token_for(PAUSE, Keyring.ed25519("k2", OTHER_PRIVATE)))
+    ),
+    RefusalReason.TOKEN_WRONG_ISSUER: lambda: run(
+        make_answer(
+            token=TokenIssuer(RING, issuer="evil", audience="turnlog-answers").issue(CLAIMS)
+        )
+    ),
+    RefusalReason.TOKEN_WRONG_AUDIENCE: lambda: run(
+        make_answer(token=TokenIssuer(RING, issuer="turnlog", audience="other").issue(CLAIMS))
+    ),
+    RefusalReason.TOKEN_EXPIRED: lambda: run(now=T0 + timedelta(hours=2)),
+    RefusalReason.TOKEN_NOT_YET_VALID: lambda: run(now=T0 - timedelta(hours=1)),
+    RefusalReason.AXIS_MISSING_SCOPE: lambda: run(make_answer(scope_hash=None)),
+    RefusalReason.AXIS_MISSING_SESSION: lambda: run(make_answer(session_id="")),
+    RefusalReason.AXIS_MISSING_RUN: lambda: run(make_answer(run_id=None)),
+    RefusalReason.AXIS_MISSING_CALL: lambda: run(make_answer(call_id=None)),
+    RefusalReason.SCOPE_MISMATCH: lambda: run(make_answer(scope_hash="tenant-b")),
+    RefusalReason.SESSION_MISMATCH: lambda: run(make_answer(session_id="sess-2")),
+    RefusalReason.RUN_MISMATCH: lambda: run(make_answer(run_id="run-2")),
+    RefusalReason.CALL_MISMATCH: lambda: run(make_answer(call_id="c2")),
+    RefusalReason.THREAD_MISMATCH: lambda: run(make_answer(thread_id="thread-2")),
+    RefusalReason.REQUEST_HASH_MISMATCH: lambda: run(
+        pause=make_pause(request_json=json.dumps({"questions": []}))
+    ),
+    RefusalReason.INTERACTION_UNKNOWN: lambda: run(
+        make_answer(token=token_for(PAUSE, name="unregistered"))
+    ),
+    RefusalReason.RESPONSE_INVALID: lambda: run(make_answer(response_json='{"answers": 3}')),
+    RefusalReason.NO_RECORDED_TURN_STATE: lambda: run(pause=None),
+    RefusalReason.CHECKPOINT_MISMATCH: lambda: run(
+        pause=make_pause(make_checkpoint(run_id="run-other"))
+    ),
+    RefusalReason.ASKING_ROUND_MISSING: lambda: run(
+        pause=make_pause(make_checkpoint(messages=({"role": "user", "content": "hi"},)))
+    ),
+    RefusalReason.ALREADY_CONSUMED: lambda: run(ledger=LedgerEntry("resumed", "ans-0")),
+    RefusalReason.PAUSE_EXPIRED: lambda: run(ledger=LedgerEntry("expired", "")),
+}
+
+
+def test_every_reason_the_function_can_give_has_a_case() -> None:
+    # answer_undecodable is the worker's (bytes that never became an AnswerSubmitted).
+    assert set(CASES) == set(RefusalReason) - {RefusalReason.ANSWER_UNDECODABLE}
+
+
+@pytest.mark.parametrize("reason", list(CASES), ids=lambda r: r.value)
+def test_refused_by_its_own_name_and_step_with_nothing_consumed(reason: RefusalReason) -> None:
+    outcome = CASES[reason]()
+    assert isinstance(outcome, Refusal), outcome
+    assert not isinstance(outcome, PreparedResume)
+    assert outcome.reason is reason, outcome
+    assert outcome.step == reason.step
+    assert outcome.detail
+    # Pure: the refusal spent nothing, so the same token with a correct answer still resumes.
+    again = run()
+    assert isinstance(again, PreparedResume)
+    assert again.claims.token_id == CLAIMS.token_id
+
+
+def test_another_tenants_token_is_refused_as_a_scope_mismatch() -> None:
+    theirs = make_pause(make_checkpoint(scope_hash="tenant-b"))
+    outcome = run(make_answer(token=token_for(theirs)), pause=theirs)
+    assert isinstance(outcome, Refusal) and outcome.reason is RefusalReason.SCOPE_MISMATCH
+
+
+def test_an_answer_on_the_interrupt_when_the_token_names_a_tool_call_is_a_call_mismatch() -> None:
+    outcome = run(make_answer(call_id="int-1"))
+    assert isinstance(outcome, Refusal) and outcome.reason is RefusalReason.CALL_MISMATCH
+
+
+@pytest.mark.parametrize(
+    "field", ["token_id", "thread_id", "checkpoint_id", "session_id", "scope_hash", "interaction"]
+)
+def test_a_recorded_pause_that_is_not_the_tokens_is_a_checkpoint_mismatch(field: str) -> None:
+    if field == "token_id":
+        pause = make_pause(token_id="tok-other")
+    elif field == "interaction":
+        pause = make_pause(response_schema="approve")
+    else:
+        pause = make_pause(make_checkpoint(**{field: "other"}))
+    outcome = run(pause=pause)
+    assert isinstance(outcome, Refusal) and outcome.reason is RefusalReason.CHECKPOINT_MISMATCH
+    assert field in outcome.detail
+
+
+def test_a_spent_token_stated_as_a_consumption_event_is_refused() -> None:
+    spent = TokenConsumed(
+        event_id="e",
+        occurred_at=NOW,
+        package_version="0.1.0",
+        token_id="tok-1",
+        answer_id="ans-0",
+        thread_id="thread-1",
+        checkpoint_id="cp-1",
+        outcome="resumed",
+    )
+    outcome = run(ledger=spent)
+    assert isinstance(outcome, Refusal) and outcome.reason is RefusalReason.ALREADY_CONSUMED
+
+
+# -- the order of the steps -------------------------------------------------------------------
+
+
+def reason_of(outcome: Refusal | PreparedResume) -> RefusalReason:
+    assert isinstance(outcome, Refusal), outcome
+    return outcome.reason
+
+
+def test_a_missing_axis_is_refused_before_the_token_is_looked_at() -> None:
+    answer = make_answer(token="garbage", run_id=None, scope_hash="tenant-b")
+    assert reason_of(run(answer)) is RefusalReason.AXIS_MISSING_RUN
+
+
+def test_axes_are_checked_in_order_scope_session_run_call() -> None:
+    answer = make_answer(scope_hash="", session_id="", run_id="", call_id="")
+    assert reason_of(run(answer)) is RefusalReason.AXIS_MISSING_SCOPE
+    answer = make_answer(session_id="x", run_id="y", call_id="z")
+    assert reason_of(run(answer)) is RefusalReason.SESSION_MISMATCH
+
+
+def test_the_token_is_checked_before_the_axes_are_matched() -> None:
+    answer = make_answer(token="garbage", scope_hash="tenant-b")
+    assert reason_of(run(answer)) is RefusalReason.TOKEN_INVALID
+
+
+def test_an_axis_mismatch_comes_before_the_request_hash() -> None:
+    bad_request = make_pause(request_json="{}")
+    assert (
+        reason_of(run(make_answer(run_id="run-9"), pause=bad_request)) is RefusalReason.RUN_MISMATCH
+    )
+
+
+def test_the_request_hash_comes_before_the_response() -> None:
+    bad_request = make_pause(request_json="{}")
+    answer = make_answer(response_json="nope")
+    assert reason_of(run(answer, pause=bad_request)) is RefusalReason.REQUEST_HASH_MISMATCH
+
+
+def test_the_response_comes_before_the_recorded_state() -> None:
+    answer = make_answer(response_json="nope")
+    assert reason_of(run(answer, pause=None)) is RefusalReason.RESPONSE_INVALID
+
+
+def test_an_unreadable_recorded_request_is_a_request_hash_mismatch() -> None:
+    assert reason_of(run(pause=make_pause(request_json="not json"))) is (
+        RefusalReason.REQUEST_HASH_MISMATCH
+    )
+
+
+def test_checkpoint_identity_comes_before_the_ledger() -> None:
+    pause = make_pause(make_checkpoint(run_id="run-other"))
+    outcome = run(pause=pause, ledger=LedgerEntry("resumed", "ans-0"))
+    assert reason_of(outcome) is RefusalReason.CHECKPOINT_MISMATCH
+
+
+# -- helpers around the function ----------------------------------------------------------------
+
+
+def test_request_hash_is_over_canonical_json() -> None:
+    assert request_hash('{"b": 1, "a": [1, 2]}') == request_hash('{"a":[1,2],"b":1}')
+    assert request_hash('{"a": 1}') != request_hash('{"a": 2}')
+    assert len(request_hash("{}")) == 64
+    with pytest.raises(ValueError):
+        request_hash("not json")
+
+
+def test_a_replay_of_the_answer_that_spent_the_token_is_recognised() -> None:
+    answer = make_answer()
+    assert is_replay(answer, LedgerEntry("resumed", "ans-1"))
+    assert not is_replay(answer, LedgerEntry("resumed", "ans-0"))
+    assert not is_replay(answer, LedgerEntry("expired", "ans-1"))
+    assert not is_replay(answer, None)
+
+
+def test_a_refusal_becomes_an_answer_rejected_event() -> None:
+    refusal = run(make_answer(scope_hash="tenant-b"))
+    assert isinstance(refusal, Refusal)
+    event = rejected_event(
+        make_answer(), refusal, event_id="e-x", occurred_at=NOW, package_version="0.1.0"
+    )
+    assert (event.reason, event.step) == ("scope_mismatch", 2)
+    assert (event.answer_id, event.token_id, event.thread_id) == ("ans-1", "tok-1", "thread-1")
+    assert event.detail == refusal.detail
+
+
+def test_an_undecodable_answer_is_a_step_one_refusal() -> None:
+    refusal = Refusal(RefusalReason.ANSWER_UNDECODABLE, "unknown fingerprint")
+    assert refusal.step == 1
+    event = rejected_event(
+        make_answer(token="garbage", thread_id=""),
+        refusal,
+        event_id="e-y",
+        occurred_at=NOW,
+        package_version="0.1.0",
+    )
+    assert (event.reason, event.token_id, event.thread_id) == ("answer_undecodable", None, None)
+
+
+def test_every_reason_belongs_to_one_of_steps_one_to_five() -> None:
+    assert {r.step for r in RefusalReason} == {1, 2, 3, 4, 5}
+    assert all(r.value == r.value.lower() and " " not in r.value for r in RefusalReason)
+
+
+def test_refused_carries_the_refusal_as_a_turnlog_error() -> None:
+    refusal = Refusal(RefusalReason.PAUSE_EXPIRED, "closed")
+    error = Refused(refusal)
+    assert isinstance(error, TurnlogError)
+    assert (error.refusal, error.reason, error.detail) == (
+        refusal,
+        RefusalReason.PAUSE_EXPIRED,
+        "closed",
+    )
+    assert str(error) == "pause_expired (step 5): closed"
