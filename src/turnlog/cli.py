@@ -64,19 +64,19 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print data as JSON.")]
 @app.callback()
 def main_options(
     bootstrap_servers: Annotated[
-        str | None, typer.Option(help="Kafka bootstrap servers [env TURNLOG_BOOTSTRAP_SERVERS].")
+        str | None, typer.Option(help="Kafka bootstrap servers (env TURNLOG_BOOTSTRAP_SERVERS).")
     ] = None,
     topic_prefix: Annotated[
-        str | None, typer.Option(help="Topic name prefix [env TURNLOG_TOPIC_PREFIX].")
+        str | None, typer.Option(help="Topic name prefix (env TURNLOG_TOPIC_PREFIX).")
     ] = None,
     state_dir: Annotated[
-        Path | None, typer.Option(help="Local store directory [env TURNLOG_STATE_DIR].")
+        Path | None, typer.Option(help="Local store directory (env TURNLOG_STATE_DIR).")
     ] = None,
     keys_dir: Annotated[
-        Path | None, typer.Option(help="Token keys directory [env TURNLOG_KEYS_DIR].")
+        Path | None, typer.Option(help="Token keys directory (env TURNLOG_KEYS_DIR).")
     ] = None,
     partitions: Annotated[
-        int | None, typer.Option(help="Partitions of new topics [env TURNLOG_PARTITIONS].")
+        int | None, typer.Option(help="Partitions of new topics (env TURNLOG_PARTITIONS).")
     ] = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
 ) -> None:
@@ -218,9 +218,9 @@ async def topics_describe(as_json: JsonOpt = False) -> None:
     table = Table("topic", "partitions", *keys)
     for row in rows:
         if not row["exists"]:
-            table.add_row(row["topic"], "[red]missing[/red]", "", "", "")
+            table.add_row(str(row["topic"]), "[red]missing[/red]", "", "", "")
         else:
-            table.add_row(row["topic"], str(row["partitions"]), *(str(row[k]) for k in keys))
+            table.add_row(str(row["topic"]), str(row["partitions"]), *(str(row[k]) for k in keys))
     out.print(table)
 
 
@@ -250,10 +250,6 @@ def keys_new(
         out.print(f"kid {kid}\n  private {private}\n  public  {public}")
 
 
-# The data verbs live in cli_data to keep this module readable; importing registers them.
-from turnlog import cli_data  # noqa: E402, F401
-
-
 @app.command("version")
 def version() -> None:
     """Print the package version."""
@@ -270,3 +266,7 @@ def install_stop_signals(stop: Callable[[], None]) -> None:
 def main() -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     app()
+
+
+# The data verbs live in cli_data to keep this module readable; importing registers them.
+from turnlog import cli_data  # noqa: E402, F401

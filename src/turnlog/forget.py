@@ -17,9 +17,13 @@ from turnlog.settings import Settings
 from turnlog.topics import TopicSet
 
 
-async def thread_keys(settings: Settings, topics: TopicSet, thread_id: str) -> dict[str, set[bytes]]:
+async def thread_keys(
+    settings: Settings, topics: TopicSet, thread_id: str
+) -> dict[str, set[bytes]]:
     """Every live key of ``thread_id`` on the compacted topics."""
-    found: dict[str, set[bytes]] = {t: set() for t in (topics.pauses, topics.answers, topics.consumptions)}
+    found: dict[str, set[bytes]] = {
+        t: set() for t in (topics.pauses, topics.answers, topics.consumptions)
+    }
     async with LogReader(settings.bootstrap_servers, client_id="turnlog-forget") as reader:
         partitions = await reader.partitions_of(topics.pauses)
         p = partition_for(thread_id, len(partitions))
