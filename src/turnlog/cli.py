@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -88,6 +89,12 @@ def main_options(
         partitions=partitions,
     )
     STATE.debug = debug
+    # Kafka client chatter (reconnect attempts) is for --debug; the verb says what failed.
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("aiokafka").setLevel(logging.DEBUG if debug else logging.CRITICAL)
 
 
 def _fail(message: str, code: int) -> typer.Exit:
