@@ -145,13 +145,13 @@ wait_ready() { # NAME CLIENT_PORT
 stop_node() { # NAME
   local dir="$home/$1"
   if ! is_running "$dir"; then
+    if [ -f "$dir/kafka.pid" ]; then log "$1 stopped"; else log "$1 not running"; fi
     rm -f "$dir/kafka.pid"
-    log "$1 not running"
     return 0
   fi
   local pid deadline=$((SECONDS + 60))
   pid=$(cat "$dir/kafka.pid")
-  kill "$pid"
+  kill "$pid" 2>/dev/null || true
   while kill -0 "$pid" 2>/dev/null; do
     if [ $SECONDS -ge $deadline ]; then
       log "$1 (pid $pid) ignored SIGTERM for 60s; killing it"
@@ -210,7 +210,14 @@ triple() { # start|stop|status
       for i in 1 2 3; do wait_ready "cluster3/node-$i" "$((port3 + 2 * (i - 1)))"; done
       echo "bootstrap: $host:$port3,$host:$((port3 + 2)),$host:$((port3 + 4))"
       ;;
-    stop) for i in 1 2 3; do stop_node "cluster3/node-$i"; done ;;
+    stop)
+      # Signal all three first: a node stopping after the others lost the controller quorum
+      # would wait for it in its controlled shutdown.
+      for i in 1 2 3; do
+        is_running "$home/cluster3/node-$i" && kill "$(cat "$home/cluster3/node-$i/kafka.pid")" || true
+      done
+      for i in 1 2 3; do stop_node "cluster3/node-$i"; done
+      ;;
     status)
       local rc=0
       for i in 1 2 3; do

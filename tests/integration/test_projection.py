@@ -517,61 +517,94 @@ async def test_forgotten_thread_is_gone_after_compaction_and_rebuild(
     dep = make_deployment(bootstrap, names.prefix, names.app, tmp_path / "state", partitions=1)
     topics = TopicSet(prefix=names.prefix, partitions=1, compacted_configs=FAST_COMPACTION)
     await create_topic_set(bootstrap, topics)
-    prefix = b"thread-gone\x00"
-    async with (
-        PauseRecorder(dep.settings, dep.issuer, topics=topics) as recorder,
-        AnswerPublisher(dep.settings, dep.verifier, topics=topics) as publisher,
-        plain_producer(bootstrap) as producer,
-    ):
-        kept: list[RecordedPause] = []
-        gone: list[RecordedPause] = []
-        for thread, into in (("thread-gone", gone), ("thread-kept", kept)):
-            for seq in (1, 2):
-                cp = sample_checkpoint(thread, checkpoint_id=f"cp-{seq}", sequence=seq)
-                into.append(await recorder.record(cp, request_json="{}"))
-            cp = into[-1].pause.checkpoint
-            answer = await publisher.publish(into[-1].token, ANSWER, **axes(cp))
-            await send_consumption(
-                producer, topics, consumed(into[-1].pause, answer_id=answer.answer_id)
-            )
+    compacted = (topics.pauses, topics.answers, topics.consumptions)
+    live = Store.open(tmp_path / "live")
+    try:
+        async with (
+            PauseRecorder(dep.settings, dep.issuer, topics=topics) as recorder,
+            AnswerPublisher(dep.settings, dep.verifier, topics=topics) as publisher,
+            plain_producer(bootstrap) as producer,
+        ):
+            kept: list[RecordedPause] = []
+            gone: list[RecordedPause] = []
+            for thread, into in (("thread-gone", gone), ("thread-kept", kept)):
+                for seq in (1, 2):
+                    cp = sample_checkpoint(thread, checkpoint_id=f"cp-{seq}", sequence=seq)
+                    into.append(await recorder.record(cp, request_json="{}"))
+                cp = into[-1].pause.checkpoint
+                answer = await publisher.publish(into[-1].token, ANSWER, **axes(cp))
+                await send_consumption(
+                    producer, topics, consumed(into[-1].pause, answer_id=answer.answer_id)
+                )
+            async with CheckpointProjector(bootstrap, live, topics) as projector:
+                await projector.catch_up()
+            assert live.ledger(gone[-1].token_id) is not None  # the store knew the thread
 
-        tombstones = await forget_thread(dep.settings, topics, "thread-gone")
-        assert tombstones == {topics.pauses: 2, topics.answers: 1, topics.consumptions: 1}
+            tombstones = await forget_thread(dep.settings, topics, "thread-gone")
+            assert tombstones == {topics.pauses: 2, topics.answers: 1, topics.consumptions: 1}
+            # A live store forgets by applying the tombstones -- it must read them before the
+            # cleaner drops them (delete.retention.ms): a store offline for longer than that
+            # keeps the thread until it is rebuilt.
+            async with CheckpointProjector(bootstrap, live, topics) as projector:
+                await projector.catch_up()
+            assert live.latest("thread-gone") is None
+            assert live.ledger(gone[-1].token_id) is None
 
-        compacted = (topics.pauses, topics.answers, topics.consumptions)
+            async def roll_segments() -> None:
+                # One record per topic under one fixed key: rolls the segment (segment.ms has
+                # passed) so the cleaner may compact the one holding the tombstones, then, once
+                # delete.retention.ms has passed, drop the tombstones too.
+                await recorder.record(sample_checkpoint("filler"), request_json="{}")
+                await producer.send_and_wait(
+                    topics.answers,
+                    encode(filler_answer()),
+                    key=answer_key("filler", "a"),
+                    partition=0,
+                )
+                spend = consumed(small_pause("filler", 1))
+                await producer.send_and_wait(
+                    topics.consumptions,
+                    encode(spend),
+                    key=consumption_key("filler", spend.token_id),
+                    partition=0,
+                )
 
-        async def roll_segments() -> None:
-            # One record per topic under one fixed key: rolls the segment (segment.ms elapsed)
-            # so the cleaner may compact the one holding the tombstones, then drop them.
-            await recorder.record(sample_checkpoint("filler"), request_json="{}")
-            await producer.send_and_wait(
-                topics.answers, encode(filler_answer()), key=answer_key("filler", "a"), partition=0
-            )
-            spend = consumed(small_pause("filler", 1))
-            await producer.send_and_wait(
-                topics.consumptions,
-                encode(spend),
-                key=consumption_key("filler", spend.token_id),
-                partition=0,
-            )
+            left: dict[tuple[str, str], int] = {}
 
-        left: dict[str, int] = {}
+            async def nothing_of_the_thread_left() -> bool:
+                await roll_segments()
+                for topic in compacted:
+                    records = await read_to_end(
+                        bootstrap, topic, isolation_level="read_uncommitted"
+                    )
+                    for thread in ("thread-gone", "thread-kept"):
+                        mark = thread.encode() + b"\x00"
+                        left[(topic, thread)] = sum(
+                            1 for r in records if r.key and r.key.startswith(mark)
+                        )
+                return not any(n for (_, thread), n in left.items() if thread == "thread-gone")
 
-        async def nothing_of_the_thread_left() -> bool:
-            await roll_segments()
-            for topic in compacted:
-                records = await read_to_end(bootstrap, topic, isolation_level="read_uncommitted")
-                left[topic] = sum(1 for r in records if r.key and r.key.startswith(prefix))
-            return not any(left.values())
+            # Tombstones included: a full read shows no record under the thread's keys.
+            try:
+                await eventually(nothing_of_the_thread_left, timeout=60, interval=0.3)
+            except AssertionError as exc:
+                raise AssertionError(f"records of the forgotten thread remain: {left}") from exc
+            assert {t: left[(t, "thread-kept")] for t in compacted} == {
+                topics.pauses: 2,
+                topics.answers: 1,
+                topics.consumptions: 1,
+            }
 
-        # Tombstones included: a full read shows no record under the forgotten thread's keys.
-        try:
-            await eventually(nothing_of_the_thread_left, timeout=60, interval=0.3)
-        except AssertionError as exc:
-            raise AssertionError(f"records of the forgotten thread remain: {left}") from exc
+        # The live store, caught up over the compacted log, equals a rebuild from it.
+        async with CheckpointProjector(bootstrap, live, topics) as projector:
+            await projector.catch_up()
+            assert projector.stats.skipped == 0
+        live_digest = live.digest()
+    finally:
+        live.close()
 
     state = tmp_path / "rebuilt"
-    await rebuild(bootstrap, state, topics)
+    assert await rebuild(bootstrap, state, topics) == live_digest
     with Store.open_read_only(state) as store:
         assert store.latest("thread-gone") is None
         assert store.list_checkpoints("thread-gone") == []

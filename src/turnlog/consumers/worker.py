@@ -84,6 +84,7 @@ class ResumeWorker:
         clock: Callable[[], datetime] = utc_now,
         expiry_interval: float = 1.0,
         max_batch: int = 2000,
+        session_timeout_ms: int = 10000,
     ) -> None:
         self.settings = settings
         self.topics = topics or TopicSet.from_settings(settings)
@@ -107,8 +108,9 @@ class ResumeWorker:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_poll_records=max_batch,
-            session_timeout_ms=10000,
-            heartbeat_interval_ms=1000,
+            # A member that dies without leaving keeps its partitions this long.
+            session_timeout_ms=session_timeout_ms,
+            heartbeat_interval_ms=min(1000, session_timeout_ms // 3),
             rebalance_timeout_ms=60000,
             max_poll_interval_ms=120000,
         )

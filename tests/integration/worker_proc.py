@@ -1,0 +1,215 @@
+"""Resume workers and answer publishers as separate OS processes, for the chaos tests.
+
+Run as ``python -m tests.integration.worker_proc worker|publish ...`` from the repository root.
+Every process loads the same key pair from a keys directory (written once by the test with
+:func:`turnlog.tokens.write_keypair`), so a token issued in the test process verifies in each of
+them -- exactly as separate deployments of one application would share keys.
+
+The parent side (:class:`Proc`, :func:`spawn`) lives here too, so the command lines are written in
+one place. A worker process exits cleanly on SIGTERM (it commits, leaves the group and closes its
+store); SIGKILL is the crash the tests are about.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import IO, Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# -- the child side ---------------------------------------------------------------------------
+
+
+def _settings(args: argparse.Namespace) -> Any:
+    from turnlog.settings import Settings
+
+    return Settings(
+        bootstrap_servers=args.bootstrap,
+        topic_prefix=args.prefix,
+        application_id=args.app,
+        partitions=args.partitions,
+        commit_interval_ms=args.commit_interval_ms,
+        state_dir=Path(args.state) if getattr(args, "state", None) else Path("unused"),
+    )
+
+
+def _verifier(settings: Any, keys: str) -> Any:
+    from turnlog.tokens import Keyring, TokenVerifier
+
+    return TokenVerifier(
+        Keyring.from_directory(keys),
+        issuer=settings.issuer,
+        audience=settings.audience,
+        leeway=timedelta(seconds=settings.token_leeway_seconds),
+    )
+
+
+async def _run_worker(args: argparse.Namespace) -> None:
+    from turnlog.consumers.worker import ResumeWorker
+    from turnlog.contracts.interactions import default_interactions
+    from turnlog.projections.store import Store
+
+    settings = _settings(args)
+    store = Store.open(args.state)
+    worker = ResumeWorker(
+        settings,
+        store=store,
+        verifier=_verifier(settings, args.keys),
+        interactions=default_interactions(),
+        session_timeout_ms=args.session_timeout_ms,
+        expiry_interval=args.expiry_interval,
+    )
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, worker.request_stop)
+    try:
+        await worker.run()
+    finally:
+        store.close()
+        if args.stats:
+            Path(args.stats).write_text(json.dumps(asdict(worker.stats)))
+
+
+async def _run_publisher(args: argparse.Namespace) -> None:
+    from turnlog.producers.answers import AnswerPublisher
+
+    settings = _settings(args)
+    async with AnswerPublisher(settings, _verifier(settings, args.keys)) as publisher:
+        Path(args.ready).touch()
+        # Wait for the parent's go, so that every publisher sends at the same moment.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while not Path(args.go).exists():
+            if loop.time() > deadline:
+                raise TimeoutError("no go signal within 60 s")
+            await asyncio.sleep(0.005)
+        sent = await publisher.publish(
+            args.token,
+            json.loads(args.response),
+            answer_id=args.answer_id,
+            **json.loads(args.axes),
+        )
+    print(json.dumps({"answer_id": sent.answer_id, "partition": sent.partition}))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="worker_proc")
+    parser.add_argument("role", choices=["worker", "publish"])
+    parser.add_argument("--bootstrap", required=True)
+    parser.add_argument("--prefix", required=True)
+    parser.add_argument("--app", required=True)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--commit-interval-ms", type=int, default=50)
+    parser.add_argument("--keys", required=True)
+    # worker
+    parser.add_argument("--state")
+    parser.add_argument("--stats")
+    parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument("--expiry-interval", type=float, default=1.0)
+    # publisher
+    parser.add_argument("--token")
+    parser.add_argument("--axes")
+    parser.add_argument("--response")
+    parser.add_argument("--answer-id")
+    parser.add_argument("--ready")
+    parser.add_argument("--go")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format=f"%(asctime)s {args.role}[{os.getpid()}] %(name)s %(levelname)s %(message)s",
+    )
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    asyncio.run(_run_worker(args) if args.role == "worker" else _run_publisher(args))
+
+
+# -- the parent side --------------------------------------------------------------------------
+
+
+@dataclass
+class Proc:
+    """One child process and the file its output goes to."""
+
+    popen: subprocess.Popen[bytes]
+    log_path: Path
+    state: Path | None = None
+    _log: IO[bytes] | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL: no commit, no leaving the group, no closing of the store."""
+        if self.alive():
+            self.popen.send_signal(signal.SIGKILL)
+        self.popen.wait(timeout=30)
+        self._close_log()
+
+    async def terminate(self, timeout: float = 60.0) -> int:
+        """SIGTERM and wait (polling) for a clean exit; SIGKILL if it does not come."""
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.alive() and loop.time() < deadline:
+            await asyncio.sleep(0.05)
+        if self.alive():
+            self.kill()
+        self._close_log()
+        return self.popen.wait(timeout=30)
+
+    def tail(self, lines: int = 30) -> str:
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return f"--- {self.log_path.name} ---\n" + "\n".join(text.splitlines()[-lines:])
+
+    def _close_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def spawn(role: str, log_path: Path, *options: str, state: Path | None = None) -> Proc:
+    """Start ``python -m tests.integration.worker_proc <role> <options>`` from the repository."""
+    log = log_path.open("ab")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    popen = subprocess.Popen(
+        [sys.executable, "-m", "tests.integration.worker_proc", role, *options],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE if role == "publish" else log,
+        stderr=log,
+    )
+    return Proc(popen, log_path, state, log)
+
+
+def common_options(bootstrap: str, prefix: str, app: str, keys: Path, partitions: int) -> list[str]:
+    return [
+        "--bootstrap",
+        bootstrap,
+        "--prefix",
+        prefix,
+        "--app",
+        app,
+        "--partitions",
+        str(partitions),
+        "--keys",
+        str(keys),
+    ]
+
+
+if __name__ == "__main__":
+    main()
