@@ -144,8 +144,9 @@ def check(spec: TopicSpec, state: TopicState, partitions: int) -> None:
 async def ensure_topics(admin: AIOKafkaAdminClient, topics: TopicSet) -> list[str]:
     """Create the missing topics and verify the existing ones. Returns the names created.
 
-    The partition count of the deployment is the answers topic's if it already exists, so a
-    second process started with a different default does not create a mismatched sibling.
+    Every topic must have the topic set's partition count; an existing topic with another count
+    is refused rather than adopted, so a process configured differently fails loudly at start
+    instead of creating a mismatched sibling.
     """
     specs = topics.specs()
     existing = await describe(admin, [s.name for s in specs])

@@ -11,7 +11,7 @@ import signal
 import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -164,6 +164,17 @@ async def projector_process(
         await proc.wait()
 
 
+@asynccontextmanager
+async def following(projector: CheckpointProjector) -> AsyncIterator[asyncio.Task[None]]:
+    """``projector.follow()`` as a task, stopped (and its outcome raised) on leaving."""
+    task = asyncio.create_task(projector.follow(poll_ms=100))
+    try:
+        yield task
+    finally:
+        projector.request_stop()
+        await task
+
+
 async def open_secondary(state: Path, secondary: Path) -> Store:
     """A read-only follower of another process's store, once that process has created it."""
 
@@ -252,8 +263,9 @@ async def test_rebuild_after_deleting_the_state_directory_matches_the_live_store
             PauseRecorder(dep.settings, dep.issuer) as recorder,
             CheckpointProjector(bootstrap, store, topics) as live,
             plain_producer(bootstrap) as producer,
+            AsyncExitStack() as stack,
         ):
-            following = asyncio.create_task(live.follow(poll_ms=100))
+            follower = await stack.enter_async_context(following(live))
             pauses: dict[tuple[str, int], PauseRecorded] = {}
             for thread in ("thread-a", "thread-b", "thread-c"):
                 for seq in (1, 2):
@@ -289,9 +301,8 @@ async def test_rebuild_after_deleting_the_state_directory_matches_the_live_store
                 return all(offsets.get(tp, 0) > last for tp, last in written.items())
 
             await eventually(applied_all, timeout=30)
-            live.request_stop()
-            await following
-            assert live.stats.skipped == 0
+            assert not follower.done()
+        assert live.stats.skipped == 0
         live_digest = store.digest()
         assert store.ledger(pauses[("thread-a", 1)].token_id) is not None
         assert store.ledger(gone.token_id) is None
@@ -428,8 +439,8 @@ async def test_undecodable_records_are_skipped_counted_and_do_not_stop_the_proje
             PauseRecorder(dep.settings, dep.issuer) as recorder,
             CheckpointProjector(bootstrap, store, topics) as projector,
             plain_producer(bootstrap) as raw,
+            following(projector) as follower,
         ):
-            following = asyncio.create_task(projector.follow(poll_ms=100))
             first = await recorder.record(
                 sample_checkpoint("thread-a", checkpoint_id="cp-1", sequence=1), request_json="{}"
             )
@@ -455,30 +466,26 @@ async def test_undecodable_records_are_skipped_counted_and_do_not_stop_the_proje
             )
 
             async def caught_up() -> bool:
-                return (
-                    store.offset(topics.pauses, p) is not None
-                    and (store.offset(topics.pauses, p) or 0) > second.offset
-                )
+                return (store.offset(topics.pauses, p) or 0) > second.offset and (
+                    store.offset(topics.consumptions, p) or 0
+                ) > bad[3].offset
 
             await eventually(caught_up, timeout=30)
-            assert not following.done()  # still following after the bad records
-            projector.request_stop()
-            await following
-
-            stats = projector.stats
-            assert stats.skipped == len(bad)
-            assert sorted((t, part, off) for t, part, off, _ in stats.skipped_at) == sorted(
-                (m.topic, m.partition, m.offset) for m in bad
-            )
-            reasons = {off: why for _, _, off, why in stats.skipped_at}
-            assert reasons[bad[0].offset].startswith("not_single_object")
-            assert reasons[bad[1].offset].startswith("unknown_fingerprint")
-            assert reasons[bad[2].offset].startswith("bad_key")
-            assert stats.applied == 2
+            assert not follower.done()  # still following after the bad records
+        stats = projector.stats
+        assert stats.skipped == len(bad)
+        assert sorted((t, part, off) for t, part, off, _ in stats.skipped_at) == sorted(
+            (m.topic, m.partition, m.offset) for m in bad
+        )
+        reasons = {(t, off): why for t, _, off, why in stats.skipped_at}
+        assert reasons[(topics.pauses, bad[0].offset)].startswith("not_single_object")
+        assert reasons[(topics.pauses, bad[1].offset)].startswith("unknown_fingerprint")
+        assert reasons[(topics.pauses, bad[2].offset)].startswith("bad_key")
+        assert reasons[(topics.consumptions, bad[3].offset)].startswith("not_single_object")
+        assert stats.applied == 2
         assert sequences(store, "thread-a") == [1, 2]
         assert decode_pause(store.latest("thread-a")).token_id == second.token_id
         assert store.pause_for_token(first.token_id) is not None
-        assert (store.offset(topics.consumptions, p) or 0) > bad[3].offset
     finally:
         store.close()
 

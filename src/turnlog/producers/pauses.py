@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 
 from turnlog import __version__
 from turnlog.clock import utc_now
@@ -23,7 +24,7 @@ from turnlog.codec import encode
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import PauseRecorded
 from turnlog.contracts.resume import request_hash
-from turnlog.errors import ConfigurationError
+from turnlog.errors import BrokerUnavailable, ConfigurationError
 from turnlog.partitioning import check_thread_id, partition_for, pause_key
 from turnlog.settings import Settings
 from turnlog.tokens import PauseClaims, TokenIssuer
@@ -70,7 +71,20 @@ class PauseRecorder:
         self._lock = asyncio.Lock()
 
     async def ensure_ready(self) -> None:
-        """Create or verify the topics, then start the transactional producer. Idempotent."""
+        """Create or verify the topics, then start the transactional producer. Idempotent.
+
+        A broker that cannot be reached is :class:`BrokerUnavailable` (a ``TurnlogError``), not
+        aiokafka's own exception: callers retry readiness on it, and must be able to tell it
+        from a bug without importing the client library.
+        """
+        try:
+            await self._ensure_ready()
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            raise BrokerUnavailable(
+                f"Kafka at {self.settings.bootstrap_servers} is unreachable: {exc}"
+            ) from exc
+
+    async def _ensure_ready(self) -> None:
         async with self._lock:
             if self._producer is not None:
                 return
