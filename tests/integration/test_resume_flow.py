@@ -41,9 +41,10 @@ async def test_answer_resumes_turn_with_rehydrated_history(
     cp = sample_checkpoint("thread-1")
     async with PauseRecorder(dep.settings, dep.issuer) as recorder:
         pause = await recorder.record(cp, request_json='{"q": 1}')
-    async with running_worker(dep, tmp_path / "worker"), AnswerPublisher(
-        dep.settings, dep.verifier
-    ) as publisher:
+    async with (
+        running_worker(dep, tmp_path / "worker"),
+        AnswerPublisher(dep.settings, dep.verifier) as publisher,
+    ):
         sent = await publisher.publish(pause.token, ANSWER, **axes(cp))
         await publisher.publish(pause.token, ANSWER, **axes(cp), answer_id=sent.answer_id)
 

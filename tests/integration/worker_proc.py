@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import IO, Any
 
 REPO = Path(__file__).resolve().parents[2]
+#: Logged by a worker process once SIGTERM stops it cleanly (before that, SIGTERM kills it).
+READY = "worker ready: SIGTERM now stops it cleanly"
 
 
 # -- the child side ---------------------------------------------------------------------------
@@ -60,6 +63,8 @@ async def _run_worker(args: argparse.Namespace) -> None:
     from turnlog.contracts.interactions import default_interactions
     from turnlog.projections.store import Store
 
+    if args.commit_delay:
+        _delay_commits(args.commit_delay)
     settings = _settings(args)
     store = Store.open(args.state)
     worker = ResumeWorker(
@@ -72,12 +77,36 @@ async def _run_worker(args: argparse.Namespace) -> None:
     )
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, worker.request_stop)
+    logging.getLogger("worker_proc").info(READY)
     try:
         await worker.run()
     finally:
         store.close()
-        if args.stats:
-            Path(args.stats).write_text(json.dumps(asdict(worker.stats)))
+    if args.stats:
+        _write(args.stats, json.dumps(asdict(worker.stats)))
+
+
+def _delay_commits(most: float) -> None:
+    """Hold every transaction open a random while after its records are written, so that a
+    SIGKILL lands inside open transactions often rather than by rare luck (test-side chaos,
+    not a change of the worker: the records and the commit are the worker's own)."""
+    from aiokafka import AIOKafkaProducer
+
+    commit = AIOKafkaProducer.commit_transaction
+
+    async def delayed(self: AIOKafkaProducer) -> None:
+        await asyncio.sleep(random.uniform(0, most))
+        await commit(self)
+
+    AIOKafkaProducer.commit_transaction = delayed  # type: ignore[method-assign]
+
+
+def _write(path: str, text: str) -> None:
+    Path(path).write_text(text)
+
+
+def _exists(path: str) -> bool:
+    return Path(path).exists()
 
 
 async def _run_publisher(args: argparse.Namespace) -> None:
@@ -85,11 +114,11 @@ async def _run_publisher(args: argparse.Namespace) -> None:
 
     settings = _settings(args)
     async with AnswerPublisher(settings, _verifier(settings, args.keys)) as publisher:
-        Path(args.ready).touch()
+        _write(args.ready, "ready")
         # Wait for the parent's go, so that every publisher sends at the same moment.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 60
-        while not Path(args.go).exists():
+        while not _exists(args.go):
             if loop.time() > deadline:
                 raise TimeoutError("no go signal within 60 s")
             await asyncio.sleep(0.005)
@@ -116,6 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stats")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
     parser.add_argument("--expiry-interval", type=float, default=1.0)
+    parser.add_argument("--commit-delay", type=float, default=0.0)
     # publisher
     parser.add_argument("--token")
     parser.add_argument("--axes")
@@ -160,21 +190,33 @@ class Proc:
         self._close_log()
 
     async def terminate(self, timeout: float = 60.0) -> int:
-        """SIGTERM and wait (polling) for a clean exit; SIGKILL if it does not come."""
+        """SIGTERM once the worker can take it, and wait for a clean exit; SIGKILL if none."""
+        from tests.kafka_helpers import eventually
+
+        async def ready() -> bool:
+            return not self.alive() or READY in self.text()
+
+        await eventually(ready, timeout=timeout, interval=0.05)
         if self.alive():
             self.popen.send_signal(signal.SIGTERM)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while self.alive() and loop.time() < deadline:
-            await asyncio.sleep(0.05)
-        if self.alive():
+        return await self.wait(timeout)
+
+    def text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    async def wait(self, timeout: float = 60.0) -> int:
+        """Wait for the process to exit by itself; SIGKILL at the deadline."""
+        try:
+            code = await asyncio.to_thread(self.popen.wait, timeout)
+        except subprocess.TimeoutExpired:
             self.kill()
+            code = self.popen.wait(timeout=30)
         self._close_log()
-        return self.popen.wait(timeout=30)
+        return code
 
     def tail(self, lines: int = 30) -> str:
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return f"--- {self.log_path.name} ---\n" + "\n".join(text.splitlines()[-lines:])
+        tail = "\n".join(self.text().splitlines()[-lines:])
+        return f"--- {self.log_path.name} ---\n{tail}"
 
     def _close_log(self) -> None:
         if self._log is not None:
@@ -190,7 +232,7 @@ def spawn(role: str, log_path: Path, *options: str, state: Path | None = None) -
         [sys.executable, "-m", "tests.integration.worker_proc", role, *options],
         cwd=REPO,
         env=env,
-        stdout=subprocess.PIPE if role == "publish" else log,
+        stdout=log,
         stderr=log,
     )
     return Proc(popen, log_path, state, log)

@@ -86,12 +86,12 @@ async def running_worker(
 async def wait_owned(
     workers: list[ResumeWorker], partitions: int, *, timeout: float = 60.0
 ) -> list[list[int]]:
-    """Poll until the workers between them own every partition exactly once."""
+    """Poll until the workers between them own every partition exactly once, each some."""
 
     async def settled() -> list[list[int]] | None:
         owned = [w.owned for w in workers]
         flat = sorted(p for each in owned for p in each)
-        return owned if flat == list(range(partitions)) else None
+        return owned if flat == list(range(partitions)) and all(owned) else None
 
     result: list[list[int]] = await eventually(settled, timeout=timeout, interval=0.1)
     return result

@@ -1,17 +1,22 @@
-"""Owning one answers partition: a fenced transactional producer, then a restored state.
+"""Owning answers partitions: a fenced transactional producer, then a restored state.
 
 The order is the whole point. A new owner first starts a producer under the partition's stable
-transactional id: the broker bumps the epoch, aborts whatever the previous owner had open and
-refuses that owner's later commits. Only then is the partition's state read to its committed
-end -- reading first would let a zombie commit a consumption after the read, which the new owner
-would never see and could then repeat.
+transactional id: the broker's ``InitProducerId`` bumps the epoch, aborts whatever the previous
+owner had open (its records stay invisible to ``read_committed``) and refuses that owner's later
+sends and commits with ``ProducerFenced``; aiokafka's ``start()`` returns only once that
+succeeded, so :meth:`PartitionOwner.fence` has fenced on return. Only then is the partition's
+state read to its committed end -- reading first would let a zombie commit a consumption after
+the read, which the new owner would never see and could then repeat.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Iterable
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import ProducerFenced
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +55,16 @@ class PartitionOwner:
     async def fence(self) -> None:
         """Start the producer: InitProducerId fences every earlier owner of this partition."""
         if not self._started:
+            self._started = True  # set first: a start that fails half-way must still be closed
             await self.producer.start()
-            self._started = True
+
+    def was_fenced(self) -> bool:
+        """Whether the producer died of a fence. aiokafka learns of it in its background sender,
+        which then stops; a later send reports only "not in transaction", not the fence."""
+        task = self.producer._sender.sender_task
+        if task is None or not task.done() or task.cancelled():
+            return False
+        return isinstance(task.exception(), ProducerFenced)
 
     async def close(self) -> None:
         if self._started:
@@ -60,3 +73,101 @@ class PartitionOwner:
                 await self.producer.stop()
             except Exception as exc:  # noqa: BLE001 - closing must not raise past revocation
                 log.warning("closing producer %s: %s", self.transactional_id, exc)
+
+
+class Ownership:
+    """The answers partitions one worker owns, each with its fenced producer.
+
+    Taking runs in the order of the module docstring: fence every partition, restore their state
+    together (``restore``), and only then own them. A partition whose take fails, or whose
+    producer is lost, is left unowned with a time before which it is not taken again: soon after
+    a failure, a session timeout after a fence (the fencer is most likely the rightful owner and
+    our own revocation is on its way; taking it straight back would fence it in turn).
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        application_id: str,
+        answers_topic: str,
+        *,
+        restore: Callable[[list[int]], Awaitable[object]],
+        refence_after: float,
+    ) -> None:
+        self._bootstrap = bootstrap_servers
+        self._application_id = application_id
+        self._topic = answers_topic
+        self._restore = restore
+        self._refence_after = refence_after
+        self._owners: dict[int, PartitionOwner] = {}
+        self._retry_at: dict[int, float] = {}
+
+    @property
+    def owned(self) -> list[int]:
+        return sorted(self._owners)
+
+    def __contains__(self, partition: object) -> bool:
+        return partition in self._owners
+
+    def producer(self, partition: int) -> AIOKafkaProducer:
+        return self._owners[partition].producer
+
+    def was_fenced(self, partition: int) -> bool:
+        owner = self._owners.get(partition)
+        return owner is not None and owner.was_fenced()
+
+    def due(self, assigned: Iterable[int]) -> list[int]:
+        """The assigned partitions not owned and no longer waiting to be taken again."""
+        now = asyncio.get_running_loop().time()
+        return [p for p in assigned if p not in self._owners and self._retry_at.get(p, 0.0) <= now]
+
+    async def take(self, partitions: Iterable[int], *, now: bool = False) -> None:
+        """Fence, restore, own. ``now`` (a fresh assignment) ignores any wait to retake."""
+        loop = asyncio.get_running_loop()
+        fenced: dict[int, PartitionOwner] = {}
+        for p in sorted(set(partitions) - set(self._owners)):
+            if now:
+                self._retry_at.pop(p, None)
+            owner = PartitionOwner(self._bootstrap, self._application_id, self._topic, p)
+            try:
+                await owner.fence()
+            except Exception:
+                log.exception("fencing answers partition %d failed; will retry", p)
+                await owner.close()
+                self._retry_at[p] = loop.time() + 1.0
+                continue
+            fenced[p] = owner
+        if not fenced:
+            return
+        try:
+            await self._restore(sorted(fenced))
+        except Exception:
+            log.exception("restoring partitions %s failed; will retry", sorted(fenced))
+            for p, owner in fenced.items():
+                await owner.close()
+                self._retry_at[p] = loop.time() + 1.0
+            return
+        for p, owner in fenced.items():
+            self._owners[p] = owner
+            log.info("owning answers partition %d", p)
+
+    async def lose(self, partition: int, *, fenced: bool = False) -> None:
+        """Give up a partition whose producer failed; after a fence, wait before retaking it."""
+        owner = self._owners.pop(partition, None)
+        if owner is not None:
+            await owner.close()
+        if fenced:
+            loop = asyncio.get_running_loop()
+            self._retry_at[partition] = loop.time() + self._refence_after
+
+    async def release(self, partitions: Iterable[int]) -> None:
+        """Revoked: close the producers (their transactions are all committed or aborted)."""
+        for p in partitions:
+            self._retry_at.pop(p, None)
+            owner = self._owners.pop(p, None)
+            if owner is not None:
+                await owner.close()
+                log.info("released answers partition %d", p)
+
+    async def close(self) -> None:
+        await self.release(list(self._owners))

@@ -6,7 +6,9 @@ zombie), restores the partition's pauses and consumptions into its store -- fenc
 restore, then read answers -- and then, per fetched batch, writes in ONE transaction:
 ``TokenConsumed`` + ``TurnResumed`` for each accepted answer, ``AnswerRejected`` for each refused
 one, and the batch's input offset. The store learns of the consumptions only after the commit;
-an abort discards them and the batch is read again.
+an abort discards them and the batch is read again. A partition whose take failed, or whose
+producer was lost, stays assigned but unowned: its records are put back (seek) and the take is
+retried, so nothing of it is skipped and nothing is processed without a fenced producer.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
@@ -24,7 +27,7 @@ from aiokafka.errors import KafkaError, ProducerFenced
 from turnlog import __version__
 from turnlog.clock import utc_now
 from turnlog.codec import decode, encode
-from turnlog.consumers.ownership import PartitionOwner
+from turnlog.consumers.ownership import Ownership
 from turnlog.contracts.events import (
     AnswerRejected,
     AnswerSubmitted,
@@ -95,7 +98,14 @@ class ResumeWorker:
         self.stats = WorkerStats()
         self.group_id = settings.application_id
         self._expiry_interval = expiry_interval
-        self._owners: dict[int, PartitionOwner] = {}
+        self._owners = Ownership(
+            settings.bootstrap_servers,
+            settings.application_id,
+            self.topics.answers,
+            restore=self._restore,
+            refence_after=session_timeout_ms / 1000,
+        )
+        self._assigned: set[int] = set()
         self._lock = asyncio.Lock()
         self._stopping = asyncio.Event()
         self._applier = StoreApplier(store, self.topics)
@@ -118,7 +128,7 @@ class ResumeWorker:
 
     @property
     def owned(self) -> list[int]:
-        return sorted(self._owners)
+        return self._owners.owned
 
     async def start(self) -> None:
         if self._started:
@@ -156,6 +166,9 @@ class ResumeWorker:
                     for tp, records in batch.items():
                         if records and tp.partition in self._owners:
                             await self._process(tp, records)
+                        elif records:
+                            self._put_back(tp, records[0].offset)
+                    await self._retake()
                     if loop.time() >= next_expiry:
                         await self._expire()
                         next_expiry = loop.time() + self._expiry_interval
@@ -167,9 +180,7 @@ class ResumeWorker:
             return
         self._started = False
         async with self._lock:
-            owners, self._owners = self._owners, {}
-            for owner in owners.values():
-                await owner.close()
+            await self._owners.close()
         # Leaving the group lets the partitions move now, not after a session timeout.
         await self._consumer.stop()
 
@@ -184,44 +195,44 @@ class ResumeWorker:
 
     async def _acquire(self, partitions: list[int]) -> None:
         async with self._lock:
-            for p in sorted(partitions):
-                if p in self._owners:
-                    continue
-                owner = PartitionOwner(
-                    self.settings.bootstrap_servers,
-                    self.settings.application_id,
-                    self.topics.answers,
-                    p,
-                )
-                try:
-                    await owner.fence()
-                    await self._restore(p)
-                except Exception:
-                    await owner.close()
-                    log.exception("taking partition %d failed", p)
-                    raise
-                self._owners[p] = owner
-                log.info("owning answers partition %d", p)
+            self._assigned.update(partitions)
+            await self._owners.take(partitions, now=True)
 
     async def _release(self, partitions: list[int]) -> None:
         # Taking the lock waits for the in-flight batch to commit or abort before the
         # partitions move, so the next owner starts from a committed position.
         async with self._lock:
-            for p in partitions:
-                owner = self._owners.pop(p, None)
-                if owner is not None:
-                    await owner.close()
-                    log.info("released answers partition %d", p)
+            self._assigned.difference_update(partitions)
+            await self._owners.release(partitions)
 
-    async def _restore(self, partition: int, timeout: float = 300.0) -> int:
-        """Apply pauses[p] and consumptions[p] up to their committed end."""
+    async def _retake(self) -> None:
+        """Take the assigned partitions left unowned by a failed take or a lost producer (an
+        exception in a rebalance listener is swallowed by aiokafka: it would stay unowned).
+        Assigned means by the listener: between a revocation and the next assignment the
+        consumer's ``assignment()`` still lists the revoked partitions."""
+        due = self._owners.due(self._assigned)
+        if due:
+            await self._owners.take(due)
+        owned = [tp for tp in self._consumer.paused() if tp.partition in self._owners]
+        if owned:
+            self._consumer.resume(*owned)
+
+    def _put_back(self, tp: TopicPartition, offset: int) -> None:
+        """Read these records again once owned: fetched, but not (durably) handled."""
+        if tp in self._consumer.assignment():
+            self._consumer.seek(tp, offset)
+            self._consumer.pause(tp)
+
+    async def _restore(self, partitions: list[int], timeout: float = 300.0) -> int:
+        """Apply pauses[p] and consumptions[p] of ``partitions`` up to their committed end."""
         tps = [
-            TopicPartition(self.topics.pauses, partition),
-            TopicPartition(self.topics.consumptions, partition),
+            TopicPartition(topic, p)
+            for p in partitions
+            for topic in (self.topics.pauses, self.topics.consumptions)
         ]
         offsets = self.store.offsets()
         async with LogReader(
-            self.settings.bootstrap_servers, client_id=f"turnlog-restore-{partition}"
+            self.settings.bootstrap_servers, client_id="turnlog-restore"
         ) as reader:
             await reader.assign({tp: offsets.get((tp.topic, tp.partition)) for tp in tps})
             count = await reader.read_to_end(self._applier.apply, timeout=timeout)
@@ -231,37 +242,13 @@ class ResumeWorker:
     # -- answers ---------------------------------------------------------------------------
 
     async def _process(self, tp: TopicPartition, records: Sequence[Record]) -> None:
-        owner = self._owners[tp.partition]
         pending: dict[str, Spent] = {}
         outputs: list[Output] = []
         counts = WorkerStats()
         for record in records:
             outputs.extend(await self._handle(record, pending, counts))
-        producer = owner.producer
-        try:
-            await producer.begin_transaction()
-            for topic, key, value in outputs:
-                await producer.send(topic, value, key=key, partition=tp.partition)
-            await producer.send_offsets_to_transaction({tp: records[-1].offset + 1}, self.group_id)
-            await producer.commit_transaction()
-        except ProducerFenced:
-            # Another owner holds this partition now; nothing of this batch happened.
-            self.stats.fenced += 1
-            log.warning("fenced on answers partition %d; giving it up", tp.partition)
-            self._owners.pop(tp.partition, None)
-            await owner.close()
-            return
-        except KafkaError as exc:
-            self.stats.aborted_batches += 1
-            log.warning(
-                "batch on partition %d aborted (%s); it will be read again", tp.partition, exc
-            )
-            try:
-                await producer.abort_transaction()
-            except KafkaError:
-                self._owners.pop(tp.partition, None)
-                await owner.close()
-            self._consumer.seek(tp, records[0].offset)
+        if not await self._commit(tp.partition, outputs, {tp: records[-1].offset + 1}):
+            self._put_back(tp, records[0].offset)
             return
         # Committed: only now does the store learn of the consumptions.
         self._applier.record_consumptions(pending)
@@ -270,6 +257,39 @@ class ResumeWorker:
         self.stats.duplicates += counts.duplicates
         for reason, n in counts.rejected_by_reason.items():
             self.stats.rejected_by_reason[reason] = self.stats.rejected_by_reason.get(reason, 0) + n
+
+    async def _commit(
+        self, partition: int, outputs: list[Output], offsets: dict[TopicPartition, int]
+    ) -> bool:
+        """Write ``outputs`` (and the input ``offsets``) in one transaction of the partition's
+        producer. False: nothing of it happened -- aborted, or fenced by a newer owner."""
+        producer = self._owners.producer(partition)
+        try:
+            await producer.begin_transaction()
+            sent = [
+                await producer.send(topic, value, key=key, partition=partition)
+                for topic, key, value in outputs
+            ]
+            # aiokafka commits even if one of the transaction's records failed to be written;
+            # all or nothing means waiting for every delivery and aborting on any failure.
+            await asyncio.gather(*sent)
+            if offsets:
+                await producer.send_offsets_to_transaction(offsets, self.group_id)
+            await producer.commit_transaction()
+            return True
+        except Exception as exc:  # noqa: BLE001 - aiokafka also raises non-Kafka state errors
+            if isinstance(exc, ProducerFenced) or self._owners.was_fenced(partition):
+                self.stats.fenced += 1
+                log.warning("fenced on answers partition %d; giving it up", partition)
+                await self._owners.lose(partition, fenced=True)
+                return False
+            self.stats.aborted_batches += 1
+            log.warning("transaction on partition %d aborted (%s); will redo", partition, exc)
+            try:
+                await producer.abort_transaction()
+            except Exception:  # noqa: BLE001 - a producer that cannot abort is replaced
+                await self._owners.lose(partition)
+        return False
 
     async def _handle(
         self, record: Record, pending: dict[str, Spent], counts: WorkerStats
@@ -323,7 +343,7 @@ class ResumeWorker:
             return None
         applied = self.store.offset(self.topics.pauses, partition)
         if applied is None or applied <= offset:
-            await self._restore(partition)
+            await self._restore([partition])
         return self._applier.pause(token_id)
 
     def _accept(
@@ -334,22 +354,14 @@ class ResumeWorker:
         counts: WorkerStats,
     ) -> list[Output]:
         claims = prepared.claims
-        consumed = prepared.token_consumed(
-            event_id=uuid.uuid4().hex, occurred_at=now, package_version=__version__
-        )
-        resumed = prepared.turn_resumed(
-            event_id=uuid.uuid4().hex, occurred_at=now, package_version=__version__
-        )
+        consumed = prepared.token_consumed(**_meta(now))
+        resumed = prepared.turn_resumed(**_meta(now))
         pending[claims.token_id] = Spent(claims.thread_id, "resumed", prepared.answer.answer_id)
         counts.resumed += 1
-        thread_key = claims.thread_id.encode()
+        key = consumption_key(claims.thread_id, claims.token_id)
         return [
-            (
-                self.topics.consumptions,
-                consumption_key(claims.thread_id, claims.token_id),
-                encode(consumed),
-            ),
-            (self.topics.resumed, thread_key, encode(resumed)),
+            (self.topics.consumptions, key, encode(consumed)),
+            (self.topics.resumed, claims.thread_id.encode(), encode(resumed)),
         ]
 
     def _rejection(
@@ -366,9 +378,7 @@ class ResumeWorker:
         counts.rejected_by_reason[reason] = counts.rejected_by_reason.get(reason, 0) + 1
         log.info("answer %s refused: %s", answer_id, refusal)
         event = AnswerRejected(
-            event_id=uuid.uuid4().hex,
-            occurred_at=now,
-            package_version=__version__,
+            **_meta(now),
             answer_id=answer_id,
             token_id=token_id,
             thread_id=thread_id,
@@ -382,6 +392,10 @@ class ResumeWorker:
 
     async def _expire(self) -> None:
         """Close the pauses whose window ended, so nothing waits silently forever."""
+        if not self._owners.owned:
+            return
+        # Learn of the pauses recorded since the take first: they are only read on demand.
+        await self._restore(self.owned)
         now = self.clock()
         due: dict[int, list[PauseRecorded]] = {}
         for pause in self._applier.expired(now):
@@ -389,57 +403,36 @@ class ResumeWorker:
             if p in self._owners:
                 due.setdefault(p, []).append(pause)
         for p, pauses in due.items():
-            owner = self._owners[p]
-            pending: dict[str, Spent] = {}
-            try:
-                async with owner.producer.transaction():
-                    for pause in pauses:
-                        cp = pause.checkpoint
-                        consumed = TokenConsumed(
-                            event_id=uuid.uuid4().hex,
-                            occurred_at=now,
-                            package_version=__version__,
-                            token_id=pause.token_id,
-                            answer_id="",
-                            thread_id=cp.thread_id,
-                            checkpoint_id=cp.checkpoint_id,
-                            outcome="expired",
-                        )
-                        expired = PauseExpired(
-                            event_id=uuid.uuid4().hex,
-                            occurred_at=now,
-                            package_version=__version__,
-                            token_id=pause.token_id,
-                            thread_id=cp.thread_id,
-                            checkpoint_id=cp.checkpoint_id,
-                            run_id=cp.run_id,
-                            session_id=cp.session_id,
-                            tool_call_id=cp.tool_call_id,
-                            expires_at=pause.expires_at,
-                        )
-                        await owner.producer.send(
-                            self.topics.consumptions,
-                            encode(consumed),
-                            key=consumption_key(cp.thread_id, pause.token_id),
-                            partition=p,
-                        )
-                        await owner.producer.send(
-                            self.topics.resumed,
-                            encode(expired),
-                            key=cp.thread_id.encode(),
-                            partition=p,
-                        )
-                        pending[pause.token_id] = Spent(cp.thread_id, "expired", "")
-            except ProducerFenced:
-                self.stats.fenced += 1
-                self._owners.pop(p, None)
-                await owner.close()
-                continue
-            except KafkaError as exc:
-                log.warning("expiry on partition %d aborted (%s); will retry", p, exc)
-                continue
-            self._applier.record_consumptions(pending)
-            self.stats.expired += len(pending)
+            outputs = [out for pause in pauses for out in self._expiry(pause, now)]
+            if await self._commit(p, outputs, {}):
+                self._applier.record_consumptions(
+                    {
+                        pause.token_id: Spent(pause.checkpoint.thread_id, "expired", "")
+                        for pause in pauses
+                    }
+                )
+                self.stats.expired += len(pauses)
+
+    def _expiry(self, pause: PauseRecorded, now: datetime) -> list[Output]:
+        cp, token_id = pause.checkpoint, pause.token_id
+        consumed = TokenConsumed(
+            **_meta(now), token_id=token_id, answer_id="", thread_id=cp.thread_id,
+            checkpoint_id=cp.checkpoint_id, outcome="expired",
+        )  # fmt: skip
+        expired = PauseExpired(
+            **_meta(now), token_id=token_id, thread_id=cp.thread_id,
+            checkpoint_id=cp.checkpoint_id, run_id=cp.run_id, session_id=cp.session_id,
+            tool_call_id=cp.tool_call_id, expires_at=pause.expires_at,
+        )  # fmt: skip
+        return [
+            (self.topics.consumptions, consumption_key(cp.thread_id, token_id), encode(consumed)),
+            (self.topics.resumed, cp.thread_id.encode(), encode(expired)),
+        ]
+
+
+def _meta(now: datetime) -> dict[str, Any]:
+    """The fields every event written here starts with."""
+    return {"event_id": uuid.uuid4().hex, "occurred_at": now, "package_version": __version__}
 
 
 def _thread_from_key(key: bytes | None) -> str | None:
