@@ -8,6 +8,8 @@ schema change and its upcast on read be reviewed together.
 
 from __future__ import annotations
 
+import types
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from datetime import datetime
@@ -57,12 +59,74 @@ def record_name(value: object) -> str:
 
 
 def to_record(value: WireValue) -> dict[str, Any]:
-    """The Avro record of a value: plain dicts, lists, strings, numbers and aware datetimes."""
+    """The Avro record of a value: plain dicts, lists, strings, numbers and aware datetimes.
+
+    The messages of a checkpoint or a resumed turn are shared with the value, not copied: the
+    value's constructor already made each one the canonical plain dict the schema describes.
+    """
     return _record_of(value, type(value).__name__)
 
 
 def _record_of(value: Any, where: str) -> dict[str, Any]:
-    return {f.name: _plain(getattr(value, f.name), f"{where}.{f.name}") for f in fields(value)}
+    record = {}
+    for name, convert in _plan(type(value)):
+        item = getattr(value, name)
+        record[name] = item if convert is None else convert(item, where, name)
+    return record
+
+
+_Convert = Callable[[Any, str, str], Any]
+
+
+_Plan = tuple[tuple[str, _Convert | None], ...]
+_PLANS: dict[type[Any], _Plan] = {}
+
+
+def _plan(cls: type[Any]) -> _Plan:
+    """Per field of ``cls``, how its value becomes record data (``None``: as it is). Worked out
+    once per class from the declared types, so writing a value walks no type checks."""
+    plan = _PLANS.get(cls)
+    if plan is None:
+        hints = typing.get_type_hints(cls)
+        plan = _PLANS[cls] = tuple((f.name, _converter(hints[f.name])) for f in fields(cls))
+    return plan
+
+
+_SCALARS = (str, int, float, bool, type(None))
+_NESTED_VALUES = (TurnCheckpoint, AskUserAnswered)
+
+
+def _converter(hint: Any) -> _Convert | None:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    union = origin in (typing.Union, types.UnionType)
+    if hint is datetime:
+        return _timestamp_field
+    if hint in _SCALARS or (union and all(a in _SCALARS for a in args)):
+        return None
+    sequence = origin is tuple and args[1:] == (Ellipsis,)
+    if sequence and (args[0] in _SCALARS or typing.get_origin(args[0]) is Mapping):
+        return _list_field  # strings, or canonical message dicts (see to_record)
+    if hint in _NESTED_VALUES or (union and any(a in _NESTED_VALUES for a in args)):
+        return _nested_field
+    return _plain_field
+
+
+def _timestamp_field(value: Any, where: str, name: str) -> Any:
+    return _wire_timestamp(value, f"{where}.{name}") if isinstance(value, datetime) else value
+
+
+def _list_field(value: Any, where: str, name: str) -> Any:
+    return list(value) if isinstance(value, tuple | list) else value
+
+
+def _nested_field(value: Any, where: str, name: str) -> Any:
+    if isinstance(value, _NESTED_VALUES):
+        return _record_of(value, f"{where}.{name}")
+    return value
+
+
+def _plain_field(value: Any, where: str, name: str) -> Any:
+    return _plain(value, f"{where}.{name}")
 
 
 def _plain(value: Any, where: str) -> Any:
@@ -102,14 +166,14 @@ def from_record(name: str, record: Mapping[str, Any]) -> WireValue:
 def _build(cls: type[_V], record: Mapping[str, Any]) -> _V:
     nested = _NESTED.get(cls, {})
     kwargs: dict[str, Any] = {}
-    for f in fields(cls):  # type: ignore[arg-type]
-        raw = record[f.name]
-        if f.name in nested:
-            kwargs[f.name] = None if raw is None else nested[f.name](raw)
-        elif isinstance(raw, list):
-            kwargs[f.name] = tuple(raw)
+    for name in _field_names(cls):
+        raw = record[name]
+        if name in nested:
+            kwargs[name] = None if raw is None else nested[name](raw)
+        elif type(raw) is list:
+            kwargs[name] = tuple(raw)
         else:
-            kwargs[f.name] = raw
+            kwargs[name] = raw
     if cls is TurnCheckpoint and kwargs["version"] != TURN_STATE_VERSION:
         raise DecodeError(
             "unsupported_version",
@@ -117,7 +181,34 @@ def _build(cls: type[_V], record: Mapping[str, Any]) -> _V:
             "build reads; continuing from fields it cannot interpret could answer into the wrong "
             "turn",
         )
+    if cls in _CANONICAL_ON_READ:
+        return _assemble(cls, kwargs)
     return cls(**kwargs)
+
+
+_FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}
+
+
+def _field_names(cls: type[Any]) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+#: Classes whose ``__post_init__`` only brings messages into canonical form (and insists on an
+#: aware ``created_at``). A record read with its schema is already in that form -- every message
+#: key present, the role an enum symbol, tool calls as id/name/arguments text, timestamps aware
+#: UTC -- so a decoded value is assembled without it: re-normalising a 20-message checkpoint was
+#: most of the cost of decoding one.
+_CANONICAL_ON_READ: frozenset[type[Any]] = frozenset({TurnCheckpoint, TurnResumed})
+
+
+def _assemble(cls: type[_V], values: Mapping[str, Any]) -> _V:
+    value = object.__new__(cls)
+    for name, item in values.items():
+        object.__setattr__(value, name, item)  # frozen dataclasses are set this way too
+    return value
 
 
 def _checkpoint(record: Mapping[str, Any]) -> TurnCheckpoint:

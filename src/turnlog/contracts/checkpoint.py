@@ -87,9 +87,9 @@ class TurnCheckpoint:
         version = body.get("version")
         if version != TURN_STATE_VERSION:
             raise ValueError(
-                f"recorded turn state version {version!r} is not {TURN_STATE_VERSION}, the one this "
-                "build reads; continuing from fields it cannot interpret could answer into the "
-                "wrong turn"
+                f"recorded turn state version {version!r} is not {TURN_STATE_VERSION}, "
+                "the one this build reads; continuing from fields it cannot interpret could "
+                "answer into the wrong turn"
             )
         messages = body.get("messages") or []
         if not isinstance(messages, list):

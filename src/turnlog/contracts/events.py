@@ -76,7 +76,7 @@ class TokenConsumed(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AnswerRejected(Event):
-    """An answer the resume contract refused; ``reason`` is the refusal's name, ``step`` its step."""
+    """An answer the resume contract refused: ``reason`` names the rule, ``step`` its step."""
 
     answer_id: str
     token_id: str | None

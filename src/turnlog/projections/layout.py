@@ -98,8 +98,12 @@ def split_offset_key(key: bytes) -> tuple[str, int]:
     return rest[:-5].decode("utf-8"), int.from_bytes(rest[-4:], "big")
 
 
+#: One encoder for every index value: ``json.dumps`` with options builds a new one per call.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def dump(record: dict[str, Any]) -> bytes:
-    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODER.encode(record).encode()
 
 
 def load(raw: bytes) -> dict[str, Any]:

@@ -63,10 +63,14 @@ class StoreApplier:
         self.apply_now(records)
 
     def apply_now(self, records: Iterable[Record]) -> None:
+        ends: dict[tuple[str, int], int] = {}
         with self.store.batch() as batch:
             for record in records:
                 self._apply_one(batch, record)
-                batch.set_offset(record.topic, record.partition, record.offset + 1)
+                ends[record.topic, record.partition] = record.offset + 1
+            # The same atomic batch: one offset per partition, the last one applied.
+            for (topic, partition), end in ends.items():
+                batch.set_offset(topic, partition, end)
 
     def _apply_one(self, batch: Batch, record: Record) -> None:
         try:

@@ -1,0 +1,144 @@
+"""Resume throughput: answers per second through one ResumeWorker, exactly once.
+
+N pauses and then N valid answers are preloaded over the deployment's partitions. The clock
+starts when the worker owns every partition (fenced and restored) and stops when it has
+committed its transaction for the last answer (its stats count the answer only after the
+commit, which carries the group's offsets). Baseline: the raw consume -> transactional produce
+-> send_offsets_to_transaction loop of :mod:`bench.workerproc` over the same answers, writing
+the same output bytes, with its own consumer group.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from aiokafka.admin import AIOKafkaAdminClient
+
+from bench.common import (
+    Deployment,
+    create_topics,
+    end_offsets,
+    make_deployment,
+    preload,
+    produce,
+    scenario_topics,
+    unique_prefix,
+)
+from bench.measure import Stopwatch
+from bench.report import Row
+from bench.scenarios import Context, worker_config
+from bench.workerproc import WorkerProcess
+
+TARGET_RATE = 5000.0
+TARGET_RATIO = 0.5
+
+
+async def run(ctx: Context) -> list[Row]:
+    opts = ctx.options
+    n = opts.answers
+    rates: dict[str, list[float]] = {"turnlog": [], "raw": []}
+    details: list[dict[str, Any]] = []
+    async with scenario_topics(ctx.bootstrap, []) as prefixes:
+        for k in range(ctx.repeats):
+            prefix = unique_prefix(ctx.run_id, "tput", k)
+            prefixes.append(prefix)
+            dep = make_deployment(
+                ctx.bootstrap,
+                prefix,
+                partitions=opts.partitions,
+                commit_interval_ms=opts.commit_interval_ms,
+            )
+            raw_topics = (f"{prefix}raw.consumptions", f"{prefix}raw.resumed")
+            await create_topics(dep, *raw_topics)
+            watch = Stopwatch()
+            answers = await preload(dep, n, messages=opts.messages)
+            await produce(ctx.bootstrap, dep.topics.answers, answers, transactional=False)
+            del answers
+            ctx.log(f"repeat {k + 1}: preloaded {n:,} pauses and answers in {watch.seconds:.1f}s")
+            order = ("raw", "turnlog") if k % 2 == 0 else ("turnlog", "raw")
+            for mode in order:
+                result = await _measure(ctx, dep, mode, n, raw_topics, k)
+                rates[mode].append(result["rate"])
+                details.append(result)
+                ctx.log(
+                    f"repeat {k + 1}: {mode:7s} {result['rate']:8,.0f} answers/s "
+                    f"(owned after {result['ready_s']:.2f}s)"
+                )
+    turnlog = rates["turnlog"]
+    if turnlog:
+        ctx.facts["throughput"] = sorted(turnlog)[len(turnlog) // 2]
+    return [
+        Row(
+            scenario="resume throughput",
+            metric=f"answers/s, 1 worker, EOS, {opts.partitions} partitions",
+            unit="/s",
+            samples=turnlog,
+            baseline_samples=rates["raw"],
+            baseline_name="raw EOS loop",
+            target=f"≥{TARGET_RATIO}x raw and ≥{TARGET_RATE:,.0f}/s",
+            check=lambda value, ratio: (
+                ratio is not None and ratio >= TARGET_RATIO and value >= TARGET_RATE
+            ),
+            notes=(
+                f"{n:,} answers per run on {opts.messages}-message checkpoints; commit interval "
+                f"{opts.commit_interval_ms} ms, max batch {opts.max_batch}"
+            ),
+            details={"runs": details},
+        )
+    ]
+
+
+async def _measure(
+    ctx: Context, dep: Deployment, mode: str, n: int, raw_topics: tuple[str, str], k: int
+) -> dict[str, Any]:
+    app_id = dep.settings.application_id if mode == "turnlog" else f"{dep.prefix}raw"
+    with tempfile.TemporaryDirectory(prefix="turnlog-bench-") as state:
+        config = worker_config(
+            ctx,
+            dep,
+            mode,
+            app_id=app_id,
+            state_dir=Path(state) / "store",
+            expect=n,
+            raw_topics=raw_topics,
+            profile=ctx.profile_path(f"throughput-{mode}-{k}"),
+        )
+        proc = WorkerProcess(config)
+        await proc.start()
+        try:
+            start = await proc.wait_event("start", 60)
+            owned = await proc.wait_event("owned", 600)
+            done = await proc.wait_event("done", max(300.0, n / 100))
+        finally:
+            exit_event = await proc.stop()
+    stats = (exit_event or {}).get("stats", {})
+    committed = await _committed(ctx.bootstrap, app_id, dep.topics.answers)
+    ends = await end_offsets(ctx.bootstrap, dep.topics.answers)
+    complete = all(committed.get(p, -1) >= end for p, end in ends.items() if end > 0)
+    if not complete:
+        ctx.log(f"WARNING: {mode} group committed {committed}, answers end at {ends}")
+    if mode == "turnlog" and stats.get("resumed") != n:
+        ctx.log(f"WARNING: turnlog resumed {stats.get('resumed')} of {n}: {stats}")
+    return {
+        "mode": mode,
+        "repeat": k,
+        "answers": n,
+        "rate": n / (done["t"] - owned["t"]),
+        "seconds": done["t"] - owned["t"],
+        "ready_s": owned["t"] - start["t"],
+        "restored": owned.get("restored"),
+        "committed_all": complete,
+        "stats": stats,
+    }
+
+
+async def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    return {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}
