@@ -36,8 +36,13 @@ fetch() {
   log "fetching Apache Kafka $version and its logging jars from Maven Central into $lib"
   rm -rf "$lib"
   mkdir -p "$lib"
-  mvn -q -B -Dstyle.color=never -f "$here/pom.xml" dependency:copy-dependencies \
-    -Dkafka.version="$version" -DincludeScope=runtime -DoutputDirectory="$lib"
+  if ! mvn -q -B -Dstyle.color=never -f "$here/pom.xml" dependency:copy-dependencies \
+    -Dkafka.version="$version" -DincludeScope=runtime -DoutputDirectory="$lib" \
+    >"$home/fetch.log" 2>&1; then
+    cat "$home/fetch.log" >&2
+    log "fetching Kafka $version failed"
+    exit 1
+  fi
   touch "$lib/.complete"
 }
 
