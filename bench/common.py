@@ -379,3 +379,18 @@ async def raw_read_to_end(
         batch = await consumer.getmany(*behind, timeout_ms=200)
         for records in batch.values():
             count += len(records)
+
+
+async def answer_load(
+    bootstrap: str, prefix: str, n: int, *, partitions: int, commit_interval_ms: int, messages: int
+) -> tuple[Deployment, tuple[str, str]]:
+    """A deployment with ``n`` pauses and ``n`` valid answers on its topics, and the two output
+    topics of the raw loop (its consumptions and resumed)."""
+    dep = make_deployment(
+        bootstrap, prefix, partitions=partitions, commit_interval_ms=commit_interval_ms
+    )
+    raw_topics = (f"{prefix}raw.consumptions", f"{prefix}raw.resumed")
+    await create_topics(dep, *raw_topics)
+    answers = await preload(dep, n, messages=messages)
+    await produce(bootstrap, dep.topics.answers, answers, transactional=False)
+    return dep, raw_topics

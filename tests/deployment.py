@@ -37,7 +37,11 @@ def make_deployment(
         commit_interval_ms=50,
     )
     private_pem, _ = generate_ed25519("test-key")
-    keyring = Keyring.ed25519("test-key", private_pem)
+    return with_keyring(settings, Keyring.ed25519("test-key", private_pem))
+
+
+def with_keyring(settings: Settings, keyring: Keyring) -> Deployment:
+    """The deployment of ``settings`` signing and verifying with ``keyring``."""
     return Deployment(
         settings=settings,
         keyring=keyring,

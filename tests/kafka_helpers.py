@@ -10,6 +10,14 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 
+async def _partitions_of(consumer: AIOKafkaConsumer, topic: str) -> list[TopicPartition]:
+    partitions = consumer.partitions_for_topic(topic)
+    if partitions is None:
+        await consumer._client.force_metadata_update()
+        partitions = consumer.partitions_for_topic(topic) or set()
+    return [TopicPartition(topic, p) for p in sorted(partitions)]
+
+
 async def read_to_end(
     bootstrap: str,
     topic: str,
@@ -30,11 +38,7 @@ async def read_to_end(
     )
     await consumer.start()
     try:
-        partitions = consumer.partitions_for_topic(topic)
-        if partitions is None:
-            await consumer._client.force_metadata_update()
-            partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        tps = await _partitions_of(consumer, topic)
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
@@ -85,11 +89,7 @@ async def wait_until_consumed(
     await consumer.start()
     await admin.start()
     try:
-        partitions = consumer.partitions_for_topic(topic)
-        if partitions is None:
-            await consumer._client.force_metadata_update()
-            partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        tps = await _partitions_of(consumer, topic)
         ends = await consumer.end_offsets(tps)
 
         async def done() -> dict[int, int] | None:

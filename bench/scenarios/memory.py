@@ -16,10 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
-    create_topics,
-    make_deployment,
-    preload,
-    produce,
+    answer_load,
     scenario_topics,
     unique_prefix,
 )
@@ -40,18 +37,15 @@ async def run(ctx: Context) -> list[Row]:
     async with scenario_topics(ctx.bootstrap, []) as prefixes:
         prefix = unique_prefix(ctx.run_id, "memory")
         prefixes.append(prefix)
-        dep = make_deployment(
+        watch = Stopwatch()
+        dep, raw_topics = await answer_load(
             ctx.bootstrap,
             prefix,
+            large,
             partitions=opts.partitions,
             commit_interval_ms=opts.commit_interval_ms,
+            messages=opts.messages,
         )
-        raw_topics = (f"{prefix}raw.consumptions", f"{prefix}raw.resumed")
-        await create_topics(dep, *raw_topics)
-        watch = Stopwatch()
-        answers = await preload(dep, large, messages=opts.messages)
-        await produce(ctx.bootstrap, dep.topics.answers, answers, transactional=False)
-        del answers
         ctx.log(f"preloaded {large:,} pauses and answers in {watch.seconds:.1f}s")
         for mode in ("turnlog", "raw"):
             app_id = dep.settings.application_id if mode == "turnlog" else f"{prefix}raw"

@@ -18,11 +18,8 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.common import (
     Deployment,
-    create_topics,
+    answer_load,
     end_offsets,
-    make_deployment,
-    preload,
-    produce,
     scenario_topics,
     unique_prefix,
 )
@@ -44,18 +41,15 @@ async def run(ctx: Context) -> list[Row]:
         for k in range(ctx.repeats):
             prefix = unique_prefix(ctx.run_id, "tput", k)
             prefixes.append(prefix)
-            dep = make_deployment(
+            watch = Stopwatch()
+            dep, raw_topics = await answer_load(
                 ctx.bootstrap,
                 prefix,
+                n,
                 partitions=opts.partitions,
                 commit_interval_ms=opts.commit_interval_ms,
+                messages=opts.messages,
             )
-            raw_topics = (f"{prefix}raw.consumptions", f"{prefix}raw.resumed")
-            await create_topics(dep, *raw_topics)
-            watch = Stopwatch()
-            answers = await preload(dep, n, messages=opts.messages)
-            await produce(ctx.bootstrap, dep.topics.answers, answers, transactional=False)
-            del answers
             ctx.log(f"repeat {k + 1}: preloaded {n:,} pauses and answers in {watch.seconds:.1f}s")
             order = ("raw", "turnlog") if k % 2 == 0 else ("turnlog", "raw")
             for mode in order:

@@ -2,36 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 from tests.conftest import Names
-from tests.deployment import ANSWER, Deployment, axes, make_deployment, sample_checkpoint
+from tests.deployment import ANSWER, axes, make_deployment, sample_checkpoint
+from tests.integration.worker_support import running_worker
 from tests.kafka_helpers import eventually, read_to_end, wait_until_consumed
 from turnlog.codec import decode
-from turnlog.consumers.worker import ResumeWorker
 from turnlog.contracts.events import AnswerRejected, TokenConsumed, TurnResumed
 from turnlog.contracts.messages import NOT_DISPATCHED
 from turnlog.producers.answers import AnswerPublisher
 from turnlog.producers.pauses import PauseRecorder
-from turnlog.projections.store import Store
-
-
-@asynccontextmanager
-async def running_worker(dep: Deployment, state: Path) -> AsyncIterator[ResumeWorker]:
-    store = Store.open(state)
-    worker = ResumeWorker(
-        dep.settings, store=store, verifier=dep.verifier, interactions=dep.interactions
-    )
-    task = asyncio.create_task(worker.run())
-    try:
-        yield worker
-    finally:
-        worker.request_stop()
-        await task
-        store.close()
 
 
 async def test_answer_resumes_turn_with_rehydrated_history(

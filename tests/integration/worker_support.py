@@ -5,17 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from tests.deployment import Deployment, make_deployment
+from tests.deployment import Deployment, make_deployment, with_keyring
 from tests.kafka_helpers import eventually, read_to_end
 from turnlog.codec import decode
 from turnlog.consumers.worker import ResumeWorker
@@ -26,7 +24,7 @@ from turnlog.contracts.events import (
     TurnResumed,
 )
 from turnlog.projections.store import Store
-from turnlog.tokens import Keyring, TokenIssuer, TokenVerifier, write_keypair
+from turnlog.tokens import Keyring, write_keypair
 from turnlog.topics import TopicSet
 
 KID = "shared-key"
@@ -49,19 +47,7 @@ def keyed_deployment(
     settings = dep.settings
     if leeway_seconds is not None:
         settings = settings.with_(token_leeway_seconds=leeway_seconds)
-    ring = Keyring.from_directory(keys)
-    dep = dataclasses.replace(
-        dep,
-        settings=settings,
-        keyring=ring,
-        issuer=TokenIssuer(ring, issuer=settings.issuer, audience=settings.audience),
-        verifier=TokenVerifier(
-            ring,
-            issuer=settings.issuer,
-            audience=settings.audience,
-            leeway=timedelta(seconds=settings.token_leeway_seconds),
-        ),
-    )
+    dep = with_keyring(settings, Keyring.from_directory(keys))
     return dep, keys
 
 
