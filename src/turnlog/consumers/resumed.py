@@ -49,7 +49,7 @@ def history_langchain(turn: TurnResumed) -> list[Any]:
     """The history as langchain-core messages (needs the ``langchain`` extra)."""
     try:
         from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
-    except ImportError as exc:  # pragma: no cover - depends on the optional extra
+    except ImportError as exc:
         raise ImportError("history_langchain needs `pip install turnlog[langchain]`") from exc
     import json
 
