@@ -129,7 +129,8 @@ def is_replay(answer: AnswerSubmitted, ledger: LedgerState | None) -> bool:
     return ledger is not None and ledger.outcome == RESUMED and ledger.answer_id == answer.answer_id
 
 
-def _missing_axis(answer: AnswerSubmitted) -> Refusal | None:
+def missing_axis(answer: AnswerSubmitted) -> Refusal | None:
+    """The first axis the answer leaves unstated, refused by its own name."""
     for reason, value in (
         (RefusalReason.AXIS_MISSING_SCOPE, answer.scope_hash),
         (RefusalReason.AXIS_MISSING_SESSION, answer.session_id),
@@ -141,7 +142,8 @@ def _missing_axis(answer: AnswerSubmitted) -> Refusal | None:
     return None
 
 
-def _mismatched_axis(answer: AnswerSubmitted, claims: PauseClaims) -> Refusal | None:
+def mismatched_axis(answer: AnswerSubmitted, claims: PauseClaims) -> Refusal | None:
+    """The first stated axis (or the routing thread) that disagrees with the token."""
     for reason, stated, claimed in (
         (RefusalReason.SCOPE_MISMATCH, answer.scope_hash, claims.scope_hash),
         (RefusalReason.SESSION_MISMATCH, answer.session_id, claims.session_id),
@@ -210,14 +212,14 @@ def prepare_resume(
     rebuilt. With no pause recorded, step 3 has nothing to hash and the refusal comes at step 5,
     so every refusal is the earliest step that fails.
     """
-    missing = _missing_axis(answer)
+    missing = missing_axis(answer)
     if missing is not None:
         return missing
     try:
         claims = verifier.verify(answer.token, now)
     except Refused as refused:
         return refused.refusal
-    mismatch = _mismatched_axis(answer, claims)
+    mismatch = mismatched_axis(answer, claims)
     if mismatch is not None:
         return mismatch
     if pause is not None:

@@ -25,24 +25,12 @@ from turnlog.clock import utc_now
 from turnlog.codec import encode
 from turnlog.contracts.events import AnswerSubmitted
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
+from turnlog.contracts.resume import mismatched_axis, missing_axis
 from turnlog.errors import ConfigurationError
 from turnlog.partitioning import answer_key, partition_for
 from turnlog.settings import Settings
 from turnlog.tokens import TokenVerifier, peek_claims
 from turnlog.topics import TopicSet
-
-_AXES = (
-    ("scope_hash", RefusalReason.AXIS_MISSING_SCOPE),
-    ("session_id", RefusalReason.AXIS_MISSING_SESSION),
-    ("run_id", RefusalReason.AXIS_MISSING_RUN),
-    ("call_id", RefusalReason.AXIS_MISSING_CALL),
-)
-_MISMATCH = {
-    "scope_hash": (RefusalReason.SCOPE_MISMATCH, "scope_hash"),
-    "session_id": (RefusalReason.SESSION_MISMATCH, "session_id"),
-    "run_id": (RefusalReason.RUN_MISMATCH, "run_id"),
-    "call_id": (RefusalReason.CALL_MISMATCH, "answered_call_id"),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,15 +124,15 @@ class AnswerPublisher:
 
     def precheck(self, answer: AnswerSubmitted) -> None:
         """Raise :class:`Refused` for what is wrong without the store."""
-        for attr, reason in _AXES:
-            if not getattr(answer, attr):
-                raise Refused(Refusal(reason, f"the answer does not state {attr}"))
+        missing = missing_axis(answer)
+        if missing is not None:
+            raise Refused(missing)
         if self._verifier is None:
             raise ConfigurationError("checking an answer needs a token verifier (public keys)")
         claims = self._verifier.verify(answer.token, self._clock())
-        for attr, (reason, claim) in _MISMATCH.items():
-            if getattr(answer, attr) != getattr(claims, claim):
-                raise Refused(Refusal(reason, f"the answer's {attr} is not the token's"))
+        mismatch = mismatched_axis(answer, claims)
+        if mismatch is not None:
+            raise Refused(mismatch)
         try:
             json.loads(answer.response_json)
         except ValueError as exc:
