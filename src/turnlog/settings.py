@@ -31,6 +31,16 @@ class Settings:
     audience: str = "turnlog-answers"
     token_ttl_seconds: int = 7 * 24 * 3600
     token_leeway_seconds: int = 5
+    #: How long a client keeps retrying an unreachable broker before giving up (a rolling
+    #: restart of a three-node cluster takes a few minutes; the CLI then exits 4).
+    broker_timeout_seconds: float = 300.0
+    #: The largest key + value the worker writes to one record. Kafka's producer refuses
+    #: records over ``max.request.size`` (1 MiB by default) *inside* a transaction, so an
+    #: output that could not fit is refused up front (``answer_too_large``) instead.
+    max_record_bytes: int = 1_000_000
+    #: The largest answer value a publisher sends. Its resumed turn repeats the response next to
+    #: the checkpoint's history, so an answer must stay well under ``max_record_bytes``.
+    max_answer_bytes: int = 256 * 1024
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
@@ -52,6 +62,11 @@ class Settings:
             "token_leeway_seconds": int(
                 e.get("TURNLOG_TOKEN_LEEWAY_SECONDS", base.token_leeway_seconds)
             ),
+            "broker_timeout_seconds": float(
+                e.get("TURNLOG_BROKER_TIMEOUT", base.broker_timeout_seconds)
+            ),
+            "max_record_bytes": int(e.get("TURNLOG_MAX_RECORD_BYTES", base.max_record_bytes)),
+            "max_answer_bytes": int(e.get("TURNLOG_MAX_ANSWER_BYTES", base.max_answer_bytes)),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
