@@ -23,6 +23,12 @@ class RefusalReason(StrEnum):
 
     # step 1: the answer and its token can be read, authenticated and are inside their window
     ANSWER_UNDECODABLE = "answer_undecodable"
+    #: the record is not on the partition its thread maps to, or its key names another thread
+    #: than its value: handling it there would spend the token where its owner never looks
+    MISROUTED = "misrouted"
+    #: handling the record failed in a way no rule names (a bug, a claim of an absurd type);
+    #: refused so that one record never stops a worker
+    ANSWER_UNPROCESSABLE = "answer_unprocessable"
     TOKEN_INVALID = "token_invalid"
     TOKEN_UNKNOWN_KEY = "token_unknown_key"
     TOKEN_WRONG_ISSUER = "token_wrong_issuer"
@@ -44,6 +50,8 @@ class RefusalReason(StrEnum):
     # step 4: the response is one the interaction accepts
     INTERACTION_UNKNOWN = "interaction_unknown"
     RESPONSE_INVALID = "response_invalid"
+    #: the answer, or the turn it would resume, could not be written within the topic's limits
+    ANSWER_TOO_LARGE = "answer_too_large"
     # step 5: the recorded turn exists, is the token's, can be continued and is still unspent
     NO_RECORDED_TURN_STATE = "no_recorded_turn_state"
     CHECKPOINT_MISMATCH = "checkpoint_mismatch"
@@ -59,6 +67,8 @@ class RefusalReason(StrEnum):
 
 _STEPS: dict[RefusalReason, int] = {
     RefusalReason.ANSWER_UNDECODABLE: 1,
+    RefusalReason.MISROUTED: 1,
+    RefusalReason.ANSWER_UNPROCESSABLE: 1,
     RefusalReason.TOKEN_INVALID: 1,
     RefusalReason.TOKEN_UNKNOWN_KEY: 1,
     RefusalReason.TOKEN_WRONG_ISSUER: 1,
@@ -77,6 +87,7 @@ _STEPS: dict[RefusalReason, int] = {
     RefusalReason.REQUEST_HASH_MISMATCH: 3,
     RefusalReason.INTERACTION_UNKNOWN: 4,
     RefusalReason.RESPONSE_INVALID: 4,
+    RefusalReason.ANSWER_TOO_LARGE: 4,
     RefusalReason.NO_RECORDED_TURN_STATE: 5,
     RefusalReason.CHECKPOINT_MISMATCH: 5,
     RefusalReason.ASKING_ROUND_MISSING: 5,
