@@ -501,6 +501,8 @@ class TokenVerifier:
             raise refuse(RefusalReason.TOKEN_WRONG_AUDIENCE, "issued for someone else") from None
         except jwt.PyJWTError as exc:  # InvalidTokenError and InvalidKeyError alike
             raise refuse(RefusalReason.TOKEN_INVALID, str(exc) or type(exc).__name__) from None
+        except RecursionError:  # JSON nested deeper than the parser goes: never a real token
+            raise refuse(RefusalReason.TOKEN_INVALID, "the token nests too deep") from None
         claims = _claims(payload)
         moment = now.astimezone(UTC)
         if moment + self._leeway < claims.not_before or moment + self._leeway < claims.issued_at:
@@ -529,8 +531,13 @@ def _numeric_date(payload: Mapping[str, Any], name: str) -> datetime:
 def _claims(payload: Mapping[str, Any]) -> PauseClaims:
     """Typed claims from a verified payload; a wrong type is refused, never coerced."""
     for name in _STRING_CLAIMS:
-        if not isinstance(payload[name], str):
+        value = payload[name]
+        if not isinstance(value, str):
             raise refuse(RefusalReason.TOKEN_INVALID, f"claim {name} is not text")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: legal in JSON, not writable as UTF-8
+            raise refuse(RefusalReason.TOKEN_INVALID, f"claim {name} is not Unicode text") from None
     located: dict[str, int | None] = {}
     for name in ("pause_partition", "pause_offset"):
         value = payload.get(name)
@@ -584,7 +591,7 @@ def _unverified(token: str, part: int) -> dict[str, Any]:
     try:
         raw = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
         value = json.loads(raw)
-    except (ValueError, binascii.Error) as exc:
+    except (ValueError, binascii.Error, RecursionError) as exc:
         what = "header" if part == 0 else "payload"
         raise refuse(RefusalReason.TOKEN_INVALID, f"unreadable token {what}: {exc}") from None
     if not isinstance(value, dict):

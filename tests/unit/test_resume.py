@@ -277,8 +277,15 @@ CASES: dict[RefusalReason, Case] = {
 
 
 def test_every_reason_the_function_can_give_has_a_case() -> None:
-    # answer_undecodable is the worker's (bytes that never became an AnswerSubmitted).
-    assert set(CASES) == set(RefusalReason) - {RefusalReason.ANSWER_UNDECODABLE}
+    # The record-level refusals are the handler's (tests/unit/test_handler.py): bytes that never
+    # became an AnswerSubmitted, a record on the wrong partition, a failure no rule names, and an
+    # output that would not fit the topic.
+    assert set(CASES) == set(RefusalReason) - {
+        RefusalReason.ANSWER_UNDECODABLE,
+        RefusalReason.MISROUTED,
+        RefusalReason.ANSWER_UNPROCESSABLE,
+        RefusalReason.ANSWER_TOO_LARGE,
+    }
 
 
 @pytest.mark.parametrize("reason", list(CASES), ids=lambda r: r.value)

@@ -2,54 +2,62 @@
 
 One consumer group over the answers topic. For each answers partition it owns, the worker holds
 a transactional producer under that partition's stable transactional id (so a new owner fences a
-zombie), restores the partition's pauses and consumptions into its store -- fence first, then
-restore, then read answers -- and then, per fetched batch, writes in ONE transaction:
-``TokenConsumed`` + ``TurnResumed`` for each accepted answer, ``AnswerRejected`` for each refused
-one, and the batch's input offset. The store learns of the consumptions only after the commit;
-an abort discards them and the batch is read again. A partition whose take failed, or whose
-producer was lost, stays assigned but unowned: its records are put back (seek) and the take is
-retried, so nothing of it is skipped and nothing is processed without a fenced producer.
+zombie), restores the partition's pauses and consumptions into its store, positions the partition
+at its committed offset -- fence first, then restore and position, then read answers -- and then,
+per fetched batch, writes in ONE transaction what :class:`~turnlog.consumers.handler.AnswerHandler`
+makes of each record (``TokenConsumed`` + ``TurnResumed``, or ``AnswerRejected``) and the batch's
+input offset. The store learns of the consumptions only after the commit; an abort discards them
+and the batch is read again. A partition whose take failed, or whose producer was lost, stays
+assigned but unowned: its records are put back (seek) and the take is retried, so nothing of it is
+skipped and nothing is processed without a fenced producer.
+
+Why the committed offset is fetched again after the fence: the consumer fetched its positions
+before the rebalance listener ran, possibly before the previous owner's last transaction was
+complete, so it may be behind that transaction's offsets -- the answers in between would be
+handled twice (resumes are caught by the restored ledger, but rejections and expiries are not).
+The fence is ``InitProducerId``, which the transaction coordinator answers only once the previous
+producer's transaction is complete (aiokafka retries ``CONCURRENT_TRANSACTIONS`` until then), and
+complete means its markers, the one on ``__consumer_offsets`` included, are written. An offset
+fetched after the fence therefore includes the previous owner's last commit.
+
+The worker rides out its broker: a failure of the loop's own Kafka calls is logged once, retried
+with backoff, and given up (``BrokerUnavailable``) only after ``broker_timeout_seconds`` without
+one good round. Answers are never lost on the way: nothing is committed that was not written.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
-from turnlog import __version__
 from turnlog.clock import utc_now
-from turnlog.codec import decode, encode
+from turnlog.codec import encode
+from turnlog.consumers.handler import AnswerHandler, Output, event_meta
 from turnlog.consumers.ownership import Ownership
-from turnlog.contracts.events import (
-    AnswerRejected,
-    AnswerSubmitted,
-    PauseExpired,
-    PauseRecorded,
-    TokenConsumed,
-)
+from turnlog.contracts.events import PauseExpired, PauseRecorded, TokenConsumed
 from turnlog.contracts.interactions import InteractionRegistry
-from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
-from turnlog.contracts.resume import PreparedResume, is_replay, prepare_resume
-from turnlog.errors import DecodeError
-from turnlog.partitioning import consumption_key, partition_for, split_key
+from turnlog.contracts.resume import LedgerState
+from turnlog.errors import BrokerUnavailable
+from turnlog.partitioning import consumption_key, partition_for
 from turnlog.projections.projector import Spent, StoreApplier
 from turnlog.projections.reader import LogReader, Record
-from turnlog.projections.store import LedgerEntry, Store
+from turnlog.projections.store import Store
 from turnlog.settings import Settings
-from turnlog.tokens import TokenVerifier, peek_claims
+from turnlog.tokens import TokenVerifier
 from turnlog.topics import TopicSet
 
 log = logging.getLogger(__name__)
 
-Output = tuple[str, bytes, bytes]  # topic, key, value
+#: What the loop treats as its broker being unwell (retried), rather than as a bug.
+_BROKER_TROUBLE = (KafkaError, OSError, TimeoutError, BrokerUnavailable)
 
 
 @dataclass
@@ -61,6 +69,7 @@ class WorkerStats:
     aborted_batches: int = 0
     fenced: int = 0
     restored_records: int = 0
+    broker_outages: int = 0
     rejected_by_reason: dict[str, int] = field(default_factory=dict)
 
 
@@ -73,6 +82,55 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
         await self._worker._acquire([tp.partition for tp in assigned])
+
+
+class _View:
+    """The handler's reads of the store."""
+
+    def __init__(self, applier: StoreApplier, store: Store, pauses_topic: str) -> None:
+        self._applier = applier
+        self._store = store
+        self._topic = pauses_topic
+
+    def pause(self, token_id: str) -> PauseRecorded | None:
+        return self._applier.pause(token_id)
+
+    def ledger(self, token_id: str) -> LedgerState | None:
+        return self._applier.ledger(token_id)
+
+    def pauses_applied(self, partition: int) -> int | None:
+        return self._store.offset(self._topic, partition)
+
+
+class _Outage:
+    """Tells a broker outage from a blip: one line when it starts, one when it ends, and
+    ``BrokerUnavailable`` once it has lasted longer than the budget."""
+
+    def __init__(self, budget: float, stats: WorkerStats) -> None:
+        self._budget = budget
+        self._stats = stats
+        self._since: float | None = None
+        self.backoff = 0.0
+
+    def failed(self, exc: BaseException) -> None:
+        now = asyncio.get_running_loop().time()
+        if self._since is None:
+            self._since = now
+            self._stats.broker_outages += 1
+            log.warning("broker unreachable (%s: %s); retrying", type(exc).__name__, exc)
+        elif now - self._since > self._budget:
+            raise BrokerUnavailable(
+                f"the broker has been unreachable for {now - self._since:.0f}s "
+                f"(budget {self._budget:.0f}s): {type(exc).__name__}: {exc}"
+            ) from exc
+        self.backoff = min(5.0, max(0.2, self.backoff * 2))
+
+    def ok(self) -> None:
+        if self._since is not None:
+            took = asyncio.get_running_loop().time() - self._since
+            log.warning("broker reachable again after %.1fs; continuing", took)
+            self._since = None
+        self.backoff = 0.0
 
 
 class ResumeWorker:
@@ -88,6 +146,7 @@ class ResumeWorker:
         expiry_interval: float = 1.0,
         max_batch: int = 2000,
         session_timeout_ms: int = 10000,
+        instance_id: str | None = None,
     ) -> None:
         self.settings = settings
         self.topics = topics or TopicSet.from_settings(settings)
@@ -102,17 +161,23 @@ class ResumeWorker:
             settings.bootstrap_servers,
             settings.application_id,
             self.topics.answers,
-            restore=self._restore,
+            restore=self._take_state,
             refence_after=session_timeout_ms / 1000,
         )
         self._assigned: set[int] = set()
         self._lock = asyncio.Lock()
+        self._reader_lock = asyncio.Lock()
         self._stopping = asyncio.Event()
         self._applier = StoreApplier(store, self.topics)
         self._partitions = settings.partitions
+        self._handler = self._make_handler()
+        self._reader = LogReader(settings.bootstrap_servers, client_id="turnlog-restore")
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=settings.bootstrap_servers,
             group_id=self.group_id,
+            # Static membership: a restarted worker with the same instance id takes its
+            # partitions straight back instead of making the whole group rebalance.
+            group_instance_id=instance_id,
             client_id=f"turnlog-worker-{uuid.uuid4().hex[:8]}",
             isolation_level="read_committed",
             enable_auto_commit=False,
@@ -126,6 +191,17 @@ class ResumeWorker:
         )
         self._started = False
 
+    def _make_handler(self) -> AnswerHandler:
+        return AnswerHandler(
+            topics=self.topics,
+            partitions=self._partitions,
+            verifier=self.verifier,
+            interactions=self.interactions,
+            view=_View(self._applier, self.store, self.topics.pauses),
+            catch_up=self._catch_up,
+            max_record_bytes=self.settings.max_record_bytes,
+        )
+
     @property
     def owned(self) -> list[int]:
         return self._owners.owned
@@ -133,54 +209,71 @@ class ResumeWorker:
     async def start(self) -> None:
         if self._started:
             return
-        await self._consumer.start()
-        self._started = True
-        self._partitions = len(await self._reader_partitions())
-        self._consumer.subscribe([self.topics.answers], listener=_Rebalance(self))
-
-    async def _reader_partitions(self) -> list[int]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30
+        outage = _Outage(self.settings.broker_timeout_seconds, self.stats)
         while True:
-            found = self._consumer.partitions_for_topic(self.topics.answers)
-            if found:
-                return sorted(found)
-            if loop.time() > deadline:
-                raise KafkaError(f"no metadata for {self.topics.answers}")
-            await self._consumer._client.force_metadata_update()
-            await asyncio.sleep(0.1)
+            try:
+                await self._consumer.start()
+                await self._reader.start()
+                self._partitions = len(await self._reader.partitions_of(self.topics.answers))
+                break
+            except _BROKER_TROUBLE as exc:
+                outage.failed(exc)
+                await self._pause_for(outage.backoff)
+                if self._stopping.is_set():
+                    raise BrokerUnavailable("stopped while waiting for the broker") from exc
+        outage.ok()
+        self._handler = self._make_handler()
+        self._started = True
+        self._consumer.subscribe([self.topics.answers], listener=_Rebalance(self))
 
     def request_stop(self) -> None:
         """Ask the run loop to finish its batch, commit and leave (safe from a signal handler)."""
         self._stopping.set()
 
+    async def _pause_for(self, seconds: float) -> None:
+        """Wait ``seconds``, or less if a stop is requested."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
     async def run(self) -> None:
         """Process answers until :meth:`request_stop`; then commit, leave the group, close."""
-        await self.start()
-        loop = asyncio.get_running_loop()
-        next_expiry = loop.time()
         try:
-            while not self._stopping.is_set():
-                batch = await self._consumer.getmany(timeout_ms=self.settings.commit_interval_ms)
-                async with self._lock:
-                    # Each owned partition has its own producer, so their transactions commit
-                    # side by side rather than one after another (bench/: p50 ~280 -> ~100 ms).
-                    # Every batch runs to its own commit or abort before an error is raised.
-                    work = []
-                    for tp, records in batch.items():
-                        if records and tp.partition in self._owners:
-                            work.append(self._process(tp, records))
-                        elif records:
-                            self._put_back(tp, records[0].offset)
-                    for outcome in await asyncio.gather(*work, return_exceptions=True):
-                        if isinstance(outcome, BaseException):
-                            raise outcome
-                    await self._retake()
-                    if loop.time() >= next_expiry:
-                        await self._expire()
-                        next_expiry = loop.time() + self._expiry_interval
+            await self.start()
+            sweeper = asyncio.create_task(self._sweep())
+            outage = _Outage(self.settings.broker_timeout_seconds, self.stats)
+            try:
+                while not self._stopping.is_set():
+                    try:
+                        await self._round()
+                    except _BROKER_TROUBLE as exc:
+                        outage.failed(exc)
+                        await self._pause_for(outage.backoff)
+                        continue
+                    outage.ok()
+                    if sweeper.done():
+                        sweeper.result()  # raises what ended it (an outage over budget)
+            finally:
+                sweeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await sweeper
         finally:
             await self.stop()
+
+    async def _round(self) -> None:
+        batch = await self._consumer.getmany(timeout_ms=self.settings.commit_interval_ms)
+        async with self._lock:
+            # Each owned partition has its own producer, so their transactions commit side
+            # by side. Every batch runs to its own commit or abort before an error is raised.
+            work = []
+            for tp, records in batch.items():
+                if records and tp.partition in self._owners:
+                    work.append(self._process(tp, records))
+                elif records:
+                    self._put_back(tp, records[0].offset)
+            for outcome in await asyncio.gather(*work, return_exceptions=True):
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            await self._retake()
 
     async def stop(self) -> None:
         if not self._started:
@@ -190,6 +283,7 @@ class ResumeWorker:
             await self._owners.close()
         # Leaving the group lets the partitions move now, not after a session timeout.
         await self._consumer.stop()
+        await self._reader.stop()
 
     async def __aenter__(self) -> ResumeWorker:
         await self.start()
@@ -230,6 +324,19 @@ class ResumeWorker:
             self._consumer.seek(tp, offset)
             self._consumer.pause(tp)
 
+    async def _take_state(self, partitions: list[int]) -> None:
+        """After the fence: restore the partitions' state, then read their answers from the
+        committed offset as it is now (see the module docstring)."""
+        await self._restore(partitions)
+        for p in partitions:
+            tp = TopicPartition(self.topics.answers, p)
+            committed = await self._consumer.committed(tp)
+            if tp in self._consumer.assignment():
+                if committed is None:
+                    await self._consumer.seek_to_beginning(tp)
+                else:
+                    self._consumer.seek(tp, committed)
+
     async def _restore(self, partitions: list[int], timeout: float = 300.0) -> int:
         """Apply pauses[p] and consumptions[p] of ``partitions`` up to their committed end."""
         tps = [
@@ -237,14 +344,16 @@ class ResumeWorker:
             for p in partitions
             for topic in (self.topics.pauses, self.topics.consumptions)
         ]
-        offsets = self.store.offsets()
-        async with LogReader(
-            self.settings.bootstrap_servers, client_id="turnlog-restore"
-        ) as reader:
-            await reader.assign({tp: offsets.get((tp.topic, tp.partition)) for tp in tps})
-            count = await reader.read_to_end(self._applier.apply, timeout=timeout)
+        async with self._reader_lock:
+            offsets = self.store.offsets()
+            await self._reader.assign({tp: offsets.get((tp.topic, tp.partition)) for tp in tps})
+            count = await self._reader.read_to_end(self._applier.apply, timeout=timeout)
         self.stats.restored_records += count
         return count
+
+    async def _catch_up(self, partition: int) -> None:
+        """The handler's catch-up of an owned partition an answer may have overtaken."""
+        await self._restore([partition], timeout=30.0)
 
     # -- answers ---------------------------------------------------------------------------
 
@@ -252,8 +361,18 @@ class ResumeWorker:
         pending: dict[str, Spent] = {}
         outputs: list[Output] = []
         counts = WorkerStats()
+        now = self.clock()
         for record in records:
-            outputs.extend(await self._handle(record, pending, counts))
+            handled = await self._handler.handle(record, pending, now)
+            outputs.extend(handled.outputs)
+            if handled.resumed:
+                counts.resumed += 1
+            elif handled.duplicate:
+                counts.duplicates += 1
+            elif handled.refusal is not None:
+                counts.rejected += 1
+                reason = handled.refusal.reason.value
+                counts.rejected_by_reason[reason] = counts.rejected_by_reason.get(reason, 0) + 1
         if not await self._commit(tp.partition, outputs, {tp: records[-1].offset + 1}):
             self._put_back(tp, records[0].offset)
             return
@@ -298,111 +417,35 @@ class ResumeWorker:
                 await self._owners.lose(partition)
         return False
 
-    async def _handle(
-        self, record: Record, pending: dict[str, Spent], counts: WorkerStats
-    ) -> list[Output]:
-        if record.value is None:
-            return []  # a tombstone: the thread was forgotten
-        now = self.clock()
-        thread_id = _thread_from_key(record.key)
-        try:
-            answer = decode(record.value, AnswerSubmitted)
-        except DecodeError as exc:
-            answer_id = f"{record.topic}:{record.partition}:{record.offset}"
-            refusal = Refusal(RefusalReason.ANSWER_UNDECODABLE, f"{exc.reason}: {exc.detail}")
-            return [self._rejection(answer_id, None, thread_id, refusal, now, counts)]
-        token_id = _token_id(answer.token)
-        ledger: Spent | LedgerEntry | None = pending.get(token_id) if token_id else None
-        if ledger is None and token_id:
-            ledger = self._applier.ledger(token_id)
-        if is_replay(answer, ledger):
-            counts.duplicates += 1  # a retry of the answer that already resumed: nothing new
-            return []
-        pause = await self._pause_for(token_id, answer.token) if token_id else None
-        outcome = prepare_resume(
-            answer,
-            verifier=self.verifier,
-            interactions=self.interactions,
-            pause=pause,
-            ledger=ledger,
-            now=now,
-        )
-        if isinstance(outcome, Refusal):
-            return [
-                self._rejection(
-                    answer.answer_id, token_id, answer.thread_id or thread_id, outcome, now, counts
-                )
-            ]
-        return self._accept(outcome, pending, now, counts)
-
-    async def _pause_for(self, token_id: str, token: str) -> PauseRecorded | None:
-        pause = self._applier.pause(token_id)
-        if pause is not None:
-            return pause
-        # The answer may have overtaken our view of its own pause: catch pauses[p] up to at least
-        # where the token says the pause was written before calling it missing.
-        try:
-            claims = peek_claims(token)
-        except Refused:
-            return None
-        partition, offset = claims.get("pause_partition"), claims.get("pause_offset")
-        if not isinstance(partition, int) or not isinstance(offset, int):
-            return None
-        applied = self.store.offset(self.topics.pauses, partition)
-        if applied is None or applied <= offset:
-            await self._restore([partition])
-        return self._applier.pause(token_id)
-
-    def _accept(
-        self,
-        prepared: PreparedResume,
-        pending: dict[str, Spent],
-        now: datetime,
-        counts: WorkerStats,
-    ) -> list[Output]:
-        claims = prepared.claims
-        consumed = prepared.token_consumed(**_meta(now))
-        resumed = prepared.turn_resumed(**_meta(now))
-        pending[claims.token_id] = Spent(claims.thread_id, "resumed", prepared.answer.answer_id)
-        counts.resumed += 1
-        key = consumption_key(claims.thread_id, claims.token_id)
-        return [
-            (self.topics.consumptions, key, encode(consumed)),
-            (self.topics.resumed, claims.thread_id.encode(), encode(resumed)),
-        ]
-
-    def _rejection(
-        self,
-        answer_id: str,
-        token_id: str | None,
-        thread_id: str | None,
-        refusal: Refusal,
-        now: datetime,
-        counts: WorkerStats,
-    ) -> Output:
-        counts.rejected += 1
-        reason = refusal.reason.value
-        counts.rejected_by_reason[reason] = counts.rejected_by_reason.get(reason, 0) + 1
-        log.info("answer %s refused: %s", answer_id, refusal)
-        event = AnswerRejected(
-            **_meta(now),
-            answer_id=answer_id,
-            token_id=token_id,
-            thread_id=thread_id,
-            reason=reason,
-            step=refusal.step,
-            detail=refusal.detail,
-        )
-        return (self.topics.rejections, (thread_id or "").encode(), encode(event))
-
     # -- expiry ----------------------------------------------------------------------------
 
+    async def _sweep(self) -> None:
+        """Expire due pauses every ``expiry_interval`` seconds, beside the answers loop."""
+        outage = _Outage(self.settings.broker_timeout_seconds, self.stats)
+        while not self._stopping.is_set():
+            await self._pause_for(self._expiry_interval)
+            try:
+                await self._expire()
+            except _BROKER_TROUBLE as exc:
+                outage.failed(exc)
+                await self._pause_for(outage.backoff)
+                continue
+            outage.ok()
+
     async def _expire(self) -> None:
-        """Close the pauses whose window ended, so nothing waits silently forever."""
+        """Close the pauses whose window ended, so nothing waits silently forever.
+
+        Learning of the pauses recorded since the take (they are otherwise read on demand)
+        happens outside the worker lock, so answers keep flowing while it runs; only deciding
+        what is due and committing it holds the lock.
+        """
         if not self._owners.owned:
             return
-        # Learn of the pauses recorded since the take first: they are only read on demand.
         await self._restore(self.owned)
+        async with self._lock:
+            await self._expire_due()
+
+    async def _expire_due(self) -> None:
         now = self.clock()
         due: dict[int, list[PauseRecorded]] = {}
         for pause in self._applier.expired(now):
@@ -423,11 +466,11 @@ class ResumeWorker:
     def _expiry(self, pause: PauseRecorded, now: datetime) -> list[Output]:
         cp, token_id = pause.checkpoint, pause.token_id
         consumed = TokenConsumed(
-            **_meta(now), token_id=token_id, answer_id="", thread_id=cp.thread_id,
+            **event_meta(now), token_id=token_id, answer_id="", thread_id=cp.thread_id,
             checkpoint_id=cp.checkpoint_id, outcome="expired",
         )  # fmt: skip
         expired = PauseExpired(
-            **_meta(now), token_id=token_id, thread_id=cp.thread_id,
+            **event_meta(now), token_id=token_id, thread_id=cp.thread_id,
             checkpoint_id=cp.checkpoint_id, run_id=cp.run_id, session_id=cp.session_id,
             tool_call_id=cp.tool_call_id, expires_at=pause.expires_at,
         )  # fmt: skip
@@ -435,28 +478,3 @@ class ResumeWorker:
             (self.topics.consumptions, consumption_key(cp.thread_id, token_id), encode(consumed)),
             (self.topics.resumed, cp.thread_id.encode(), encode(expired)),
         ]
-
-
-def _meta(now: datetime) -> dict[str, Any]:
-    """The fields every event written here starts with."""
-    return {"event_id": uuid.uuid4().hex, "occurred_at": now, "package_version": __version__}
-
-
-def _thread_from_key(key: bytes | None) -> str | None:
-    if not key:
-        return None
-    try:
-        return split_key(key)[0]
-    except DecodeError:
-        try:
-            return key.decode()
-        except UnicodeDecodeError:
-            return None
-
-
-def _token_id(token: str) -> str | None:
-    try:
-        jti = peek_claims(token).get("jti")
-    except Refused:
-        return None
-    return jti if isinstance(jti, str) and jti else None

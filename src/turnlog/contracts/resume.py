@@ -31,11 +31,17 @@ from turnlog.contracts.events import (
 from turnlog.contracts.interactions import ASK_USER, InteractionRegistry
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
 from turnlog.contracts.rehydration import rehydrate
-from turnlog.tokens import PauseClaims, TokenVerifier, peek_claims
+from turnlog.tokens import PauseClaims, peek_claims
 
 #: ``TokenConsumed.outcome`` values.
 RESUMED = "resumed"
 EXPIRED = "expired"
+
+
+class Verifier(Protocol):
+    """Checks a token and returns its claims, or raises ``Refused`` naming the rule."""
+
+    def verify(self, token: str, now: datetime) -> PauseClaims: ...
 
 
 class LedgerState(Protocol):
@@ -193,7 +199,7 @@ def _answered_record(
 def prepare_resume(
     answer: AnswerSubmitted,
     *,
-    verifier: TokenVerifier,
+    verifier: Verifier,
     interactions: InteractionRegistry,
     pause: PauseRecorded | None,
     ledger: LedgerState | None,
