@@ -194,6 +194,10 @@ class AnswerHandler:
         return _Checked(answer, token_id, ledger, verified)
 
     def _misrouted(self, record: Record, answer: AnswerSubmitted) -> Refusal | None:
+        if not answer.thread_id:
+            # Names no thread, so it can never spend a token (a verified token names one: step
+            # 2 refuses the difference); publishers park such answers under a placeholder key.
+            return None
         try:
             expected_key = answer_key(answer.thread_id, answer.answer_id)
         except (ValueError, TypeError, UnicodeEncodeError) as exc:

@@ -331,11 +331,10 @@ class ResumeWorker:
         for p in partitions:
             tp = TopicPartition(self.topics.answers, p)
             committed = await self._consumer.committed(tp)
-            if tp in self._consumer.assignment():
-                if committed is None:
-                    await self._consumer.seek_to_beginning(tp)
-                else:
-                    self._consumer.seek(tp, committed)
+            # None: nobody has committed, and the consumer starts from the earliest offset
+            # already (a second reset here would be applied late, after a first batch).
+            if committed is not None and tp in self._consumer.assignment():
+                self._consumer.seek(tp, committed)
 
     async def _restore(self, partitions: list[int], timeout: float = 300.0) -> int:
         """Apply pauses[p] and consumptions[p] of ``partitions`` up to their committed end."""
