@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -61,12 +62,21 @@ async def running_worker(
         dep.settings, store=store, verifier=dep.verifier, interactions=dep.interactions, **options
     )
     task = asyncio.create_task(worker.run())
+    _RUNS[worker] = task
     try:
         yield worker
     finally:
         worker.request_stop()
         await task
         store.close()
+
+
+_RUNS: weakref.WeakKeyDictionary[ResumeWorker, asyncio.Task[None]] = weakref.WeakKeyDictionary()
+
+
+def run_task(worker: ResumeWorker) -> asyncio.Task[None]:
+    """The task running ``worker.run()`` for :func:`running_worker`: done means it exited."""
+    return _RUNS[worker]
 
 
 async def wait_owned(
