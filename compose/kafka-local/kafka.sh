@@ -3,28 +3,42 @@
 #
 #   kafka.sh fetch                 download the pinned jars once (Maven), nothing afterwards
 #   kafka.sh start|stop|status     one combined broker+controller node
+#   kafka.sh kill                  SIGKILL the single node (no controlled shutdown); start again
 #   kafka.sh start3|stop3|status3  three nodes on one machine (RF 3, min.insync.replicas 2)
+#   kafka.sh node3 start|stop|kill ID   one node (1-3) of the three-node cluster
 #   kafka.sh logs [N]              the last N lines of the single node's log
+#   kafka.sh logs3 ID [N]          the last N lines of node ID's log
 #
 # Environment (all optional):
-#   KAFKA_LOCAL_HOME   where jars, data, logs and pid files live (default: <repo>/.kafka)
+#   KAFKA_LOCAL_HOME   where the jars (lib-<version>) are fetched to (default: <repo>/.kafka)
+#   KAFKA_LOCAL_DATA   where an instance's configs, data, logs and pid files live (default:
+#                      KAFKA_LOCAL_HOME); another directory runs another instance from the same
+#                      jars, e.g. a test's own disposable broker on its own ports
 #   KAFKA_LOCAL_HOST   listen/advertise host (default 127.0.0.1)
 #   KAFKA_LOCAL_PORT   client port of the single node (default 9092; controller = port+1)
 #   KAFKA_LOCAL_PORT3  first client port of the 3-node cluster (default 19092; node i uses +2(i-1))
 #   KAFKA_VERSION      override the version pinned in pom.xml
 #   KAFKA_HEAP_OPTS    JVM heap (default -Xmx1G -Xms512m)
+#   KAFKA_JVM_OPTS     other JVM options of the broker (default -XX:+UseG1GC)
+#   KAFKA_START_TIMEOUT  seconds a start waits for the client port (default 90)
+#   KAFKA_LOCAL_FAST   1: start the JVM faster (C1 JIT only, a shared class archive); for tests
+#   KAFKA_LOCAL_PROPERTIES  extra server properties, "k=v k=v", appended to every node's config
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 home=${KAFKA_LOCAL_HOME:-$repo/.kafka}
+data=${KAFKA_LOCAL_DATA:-$home}
 host=${KAFKA_LOCAL_HOST:-127.0.0.1}
 port=${KAFKA_LOCAL_PORT:-9092}
 port3=${KAFKA_LOCAL_PORT3:-19092}
 version=${KAFKA_VERSION:-$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$here/pom.xml")}
 lib="$home/lib-$version"
 heap=${KAFKA_HEAP_OPTS:--Xmx1G -Xms512m}
+jvm_opts=${KAFKA_JVM_OPTS:--XX:+UseG1GC}
 start_timeout=${KAFKA_START_TIMEOUT:-90}
+fast=${KAFKA_LOCAL_FAST:-0}
+extra_properties=${KAFKA_LOCAL_PROPERTIES:-}
 
 log() { printf 'kafka-local: %s\n' "$*" >&2; }
 
@@ -32,6 +46,7 @@ fetch() {
   if [ -f "$lib/.complete" ]; then
     return 0
   fi
+  mkdir -p "$home"
   command -v mvn >/dev/null || { log "mvn is not installed (needed once to fetch Kafka $version)"; exit 1; }
   log "fetching Apache Kafka $version and its logging jars from Maven Central into $lib"
   rm -rf "$lib"
@@ -52,10 +67,44 @@ java_cmd() {
   echo "$java"
 }
 
+# The class-data archive of KAFKA_LOCAL_FAST, one per jar set and Java installation: a JVM
+# refuses an archive made by another one, and would then just start without it.
+cds_archive() {
+  local java
+  java=$(readlink -f "$(command -v "$(java_cmd)")")
+  echo "$lib/.classes-$(printf '%s %s' "$java" "$(stat -c %Y "$java")" | cksum | cut -d' ' -f1).jsa"
+}
+
+# fast_opts [DIR]: with KAFKA_LOCAL_FAST=1 a JVM starts in about half the time -- the JIT stops
+# at C1 (plenty for tests) and classes come from a shared archive, which the first fast broker
+# writes when it stops (stop_node moves it next to the jars).
+fast_opts() {
+  [ "$fast" = 1 ] || return 0
+  local cds
+  cds=$(cds_archive)
+  if [ -f "$cds" ]; then
+    echo "-XX:TieredStopAtLevel=1 -XX:SharedArchiveFile=$cds -Xlog:cds=off"
+  elif [ -n "${1:-}" ]; then
+    echo "-XX:TieredStopAtLevel=1 -XX:ArchiveClassesAtExit=$1/classes.jsa -Xlog:cds=off"
+  else
+    echo "-XX:TieredStopAtLevel=1"
+  fi
+}
+
+keep_cds_archive() { # DIR -- after the JVM that wrote DIR/classes.jsa has exited
+  local made="$1/classes.jsa" cds
+  [ -f "$made" ] || return 0
+  cds=$(cds_archive)
+  if [ ! -f "$cds" ]; then
+    cp "$made" "$cds.$$" && mv -f "$cds.$$" "$cds"
+  fi
+  rm -f "$made"
+}
+
 # node_config NAME NODE_ID CLIENT_PORT CONTROLLER_PORT VOTERS RF MIN_ISR
 node_config() {
   local name=$1 id=$2 cport=$3 kport=$4 voters=$5 rf=$6 isr=$7
-  local dir="$home/$name"
+  local dir="$data/$name"
   mkdir -p "$dir/data"
   cat >"$dir/server.properties" <<EOF
 process.roles=broker,controller
@@ -81,6 +130,9 @@ share.coordinator.state.topic.min.isr=$isr
 group.initial.rebalance.delay.ms=0
 log.cleaner.backoff.ms=1000
 EOF
+  # KAFKA_LOCAL_PROPERTIES: extra k=v lines (whitespace-separated); a later key wins.
+  local prop
+  for prop in $extra_properties; do echo "$prop" >>"$dir/server.properties"; done
   cat >"$dir/log4j2.properties" <<'EOF'
 status = warn
 appender.out.type = Console
@@ -96,9 +148,18 @@ logger.request.level = WARN
 EOF
 }
 
+# alive PID: the process exists and is not a zombie. An exited JVM has already released its
+# ports and files; here PID 1 can take a second or more to reap it.
+alive() {
+  local state
+  kill -0 "$1" 2>/dev/null || return 1
+  state=$(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1) || return 0
+  [ "$state" != Z ]
+}
+
 is_running() { # DIR
   local pidfile="$1/kafka.pid"
-  [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null
+  [ -f "$pidfile" ] && alive "$(cat "$pidfile")"
 }
 
 port_open() { # PORT
@@ -106,7 +167,7 @@ port_open() { # PORT
 }
 
 start_node() { # NAME CLIENT_PORT CLUSTER_ID
-  local name=$1 cport=$2 cluster=$3 dir="$home/$1"
+  local name=$1 cport=$2 cluster=$3 dir="$data/$1"
   local cp="$lib/*" java
   java=$(java_cmd)
   if is_running "$dir"; then
@@ -118,19 +179,22 @@ start_node() { # NAME CLIENT_PORT CLUSTER_ID
     exit 1
   fi
   if [ ! -f "$dir/data/meta.properties" ]; then
-    "$java" -cp "$cp" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+    # shellcheck disable=SC2046
+    "$java" $(fast_opts) -cp "$cp" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
       kafka.tools.StorageTool format -c "$dir/server.properties" -t "$cluster" >"$dir/format.log" 2>&1 \
       || { cat "$dir/format.log" >&2; exit 1; }
   fi
-  # shellcheck disable=SC2086
-  nohup "$java" $heap -XX:+UseG1GC -Djava.awt.headless=true \
+  # Appended, not truncated: after a restart the log still says how the previous run ended.
+  echo "=== kafka-local: starting $name on $host:$cport at $(date -u +%FT%TZ)" >>"$dir/server.log"
+  # shellcheck disable=SC2046,SC2086
+  nohup "$java" $heap $jvm_opts $(fast_opts "$dir") -Djava.awt.headless=true \
     -Dlog4j2.configurationFile="$dir/log4j2.properties" \
-    -cp "$cp" kafka.Kafka "$dir/server.properties" >"$dir/server.log" 2>&1 &
+    -cp "$cp" kafka.Kafka "$dir/server.properties" >>"$dir/server.log" 2>&1 &
   echo $! >"$dir/kafka.pid"
 }
 
 wait_ready() { # NAME CLIENT_PORT
-  local name=$1 cport=$2 dir="$home/$1" deadline=$((SECONDS + start_timeout))
+  local name=$1 cport=$2 dir="$data/$1" deadline=$((SECONDS + start_timeout))
   until port_open "$cport"; do
     if ! is_running "$dir"; then
       log "$name exited during start; last lines of $dir/server.log:"
@@ -148,7 +212,7 @@ wait_ready() { # NAME CLIENT_PORT
 }
 
 stop_node() { # NAME
-  local dir="$home/$1"
+  local dir="$data/$1"
   if ! is_running "$dir"; then
     if [ -f "$dir/kafka.pid" ]; then log "$1 stopped"; else log "$1 not running"; fi
     rm -f "$dir/kafka.pid"
@@ -157,7 +221,7 @@ stop_node() { # NAME
   local pid deadline=$((SECONDS + 60))
   pid=$(cat "$dir/kafka.pid")
   kill "$pid" 2>/dev/null || true
-  while kill -0 "$pid" 2>/dev/null; do
+  while alive "$pid"; do
     if [ $SECONDS -ge $deadline ]; then
       log "$1 (pid $pid) ignored SIGTERM for 60s; killing it"
       kill -9 "$pid" 2>/dev/null || true
@@ -166,18 +230,40 @@ stop_node() { # NAME
     sleep 0.2
   done
   rm -f "$dir/kafka.pid"
+  keep_cds_archive "$dir"
   log "$1 stopped"
 }
 
+kill_node() { # NAME -- SIGKILL: no controlled shutdown, the next start recovers the logs
+  local dir="$data/$1" pid
+  if ! is_running "$dir"; then
+    rm -f "$dir/kafka.pid"
+    log "$1 not running"
+    return 0
+  fi
+  pid=$(cat "$dir/kafka.pid")
+  kill -9 "$pid" 2>/dev/null || true
+  while alive "$pid"; do sleep 0.05; done
+  rm -f "$dir/kafka.pid" "$dir/classes.jsa" # a killed JVM leaves no usable archive
+  log "$1 killed (pid $pid)"
+}
+
 cluster_id() { # NAME
-  local f="$home/$1.cluster-id"
+  mkdir -p "$data"
+  local f="$data/$1.cluster-id"
   if [ ! -f "$f" ]; then
-    "$(java_cmd)" -cp "$lib/*" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1 >"$f"
+    # What `StorageTool random-uuid` prints (16 random bytes, URL-safe base64 without padding,
+    # never starting with '-'), without starting a JVM for it.
+    local id=-
+    while [ "${id:0:1}" = - ]; do
+      id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+    done
+    echo "$id" >"$f"
   fi
   cat "$f"
 }
 
-single() { # start|stop|status
+single() { # start|stop|kill|status
   local name=single kport=$((port + 1))
   case $1 in
     start)
@@ -187,9 +273,10 @@ single() { # start|stop|status
       wait_ready $name "$port"
       ;;
     stop) stop_node $name ;;
+    kill) kill_node $name ;;
     status)
-      if is_running "$home/$name"; then
-        echo "running: pid $(cat "$home/$name/kafka.pid"), bootstrap $host:$port, Kafka $version, data $home/$name/data"
+      if is_running "$data/$name"; then
+        echo "running: pid $(cat "$data/$name/kafka.pid"), bootstrap $host:$port, Kafka $version, data $data/$name/data"
       else
         echo "stopped (bootstrap would be $host:$port)"
         return 3
@@ -198,36 +285,60 @@ single() { # start|stop|status
   esac
 }
 
-triple() { # start|stop|status
+node3_port() { echo $((port3 + 2 * ($1 - 1))); } # ID -> client port (controller = +1)
+
+node3_voters() {
   local voters="" i
-  for i in 1 2 3; do
-    voters+="${voters:+,}$i@$host:$((port3 + 2 * (i - 1) + 1))"
-  done
+  for i in 1 2 3; do voters+="${voters:+,}$i@$host:$(($(node3_port $i) + 1))"; done
+  echo "$voters"
+}
+
+node3() { # start|stop|kill ID -- one node of the cluster, e.g. to take a partition leader away
+  local id=${2:-}
+  case $id in 1 | 2 | 3) ;; *) log "node3 needs a node id 1, 2 or 3"; exit 2 ;; esac
+  local name="cluster3/node-$id" cport
+  cport=$(node3_port "$id")
   case $1 in
     start)
       fetch
-      local cid
+      node_config "$name" "$id" "$cport" "$((cport + 1))" "$(node3_voters)" 3 2
+      start_node "$name" "$cport" "$(cluster_id cluster3)"
+      wait_ready "$name" "$cport"
+      ;;
+    stop) stop_node "$name" ;;
+    kill) kill_node "$name" ;;
+    *) log "node3 start|stop|kill ID"; exit 2 ;;
+  esac
+}
+
+triple() { # start|stop|status
+  local i
+  case $1 in
+    start)
+      fetch
+      local cid voters
       cid=$(cluster_id cluster3)
+      voters=$(node3_voters)
       for i in 1 2 3; do
-        node_config "cluster3/node-$i" "$i" "$((port3 + 2 * (i - 1)))" "$((port3 + 2 * (i - 1) + 1))" "$voters" 3 2
-        start_node "cluster3/node-$i" "$((port3 + 2 * (i - 1)))" "$cid"
+        node_config "cluster3/node-$i" "$i" "$(node3_port $i)" "$(($(node3_port $i) + 1))" "$voters" 3 2
+        start_node "cluster3/node-$i" "$(node3_port $i)" "$cid"
       done
-      for i in 1 2 3; do wait_ready "cluster3/node-$i" "$((port3 + 2 * (i - 1)))"; done
-      echo "bootstrap: $host:$port3,$host:$((port3 + 2)),$host:$((port3 + 4))"
+      for i in 1 2 3; do wait_ready "cluster3/node-$i" "$(node3_port $i)"; done
+      echo "bootstrap: $host:$(node3_port 1),$host:$(node3_port 2),$host:$(node3_port 3)"
       ;;
     stop)
       # Signal all three first: a node stopping after the others lost the controller quorum
       # would wait for it in its controlled shutdown.
       for i in 1 2 3; do
-        is_running "$home/cluster3/node-$i" && kill "$(cat "$home/cluster3/node-$i/kafka.pid")" || true
+        is_running "$data/cluster3/node-$i" && kill "$(cat "$data/cluster3/node-$i/kafka.pid")" || true
       done
       for i in 1 2 3; do stop_node "cluster3/node-$i"; done
       ;;
     status)
       local rc=0
       for i in 1 2 3; do
-        if is_running "$home/cluster3/node-$i"; then
-          echo "node-$i running: $host:$((port3 + 2 * (i - 1)))"
+        if is_running "$data/cluster3/node-$i"; then
+          echo "node-$i running: $host:$(node3_port $i)"
         else
           echo "node-$i stopped"; rc=3
         fi
@@ -239,13 +350,15 @@ triple() { # start|stop|status
 
 case ${1:-} in
   fetch) fetch ;;
-  start | stop | status) single "$1" ;;
+  start | stop | kill | status) single "$1" ;;
   start3) triple start ;;
   stop3) triple stop ;;
   status3) triple status ;;
-  logs) tail -n "${2:-60}" "$home/single/server.log" ;;
+  node3) node3 "${2:-}" "${3:-}" ;;
+  logs) tail -n "${2:-60}" "$data/single/server.log" ;;
+  logs3) tail -n "${3:-60}" "$data/cluster3/node-${2:?node id}/server.log" ;;
   *)
-    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
     exit 2
     ;;
 esac
