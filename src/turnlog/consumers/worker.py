@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 
 #: What the loop treats as its broker being unwell (retried), rather than as a bug.
 _BROKER_TROUBLE = (KafkaError, OSError, TimeoutError, BrokerUnavailable)
+#: How long the expiry sweep's catch-up read may take before the broker counts as unreachable.
+_PROBE_SECONDS = 10.0
 
 
 @dataclass
@@ -425,6 +427,10 @@ class ResumeWorker:
             await self._pause_for(self._expiry_interval)
             try:
                 await self._expire()
+            except TimeoutError:
+                outage.failed(BrokerUnavailable(f"no answer within {_PROBE_SECONDS:.0f}s"))
+                await self._pause_for(outage.backoff)
+                continue
             except _BROKER_TROUBLE as exc:
                 outage.failed(exc)
                 await self._pause_for(outage.backoff)
@@ -440,7 +446,10 @@ class ResumeWorker:
         """
         if not self._owners.owned:
             return
-        await self._restore(self.owned)
+        # Also the worker's probe of its broker: aiokafka retries an unreachable broker inside
+        # every call without raising, so a read that does not finish in time is how an outage
+        # shows (and a later one that does is how its end shows).
+        await asyncio.wait_for(self._restore(self.owned), _PROBE_SECONDS)
         async with self._lock:
             await self._expire_due()
 
