@@ -158,6 +158,21 @@ async def test_a_retry_inside_the_transaction_and_after_it_writes_nothing() -> N
     assert other.reason == "already_consumed"
 
 
+async def test_a_refusal_names_the_answer_token_and_thread_it_refused() -> None:
+    handled = await Harness().answer(make_answer(scope_hash="tenant-b"))
+    event = rejection(handled)
+    assert (event.reason, event.step) == ("scope_mismatch", 2)
+    assert (event.answer_id, event.token_id, event.thread_id) == ("ans-1", "tok-1", "thread-1")
+    assert handled.refusal is not None and event.detail == handled.refusal.detail
+    assert handled.outputs[0][1] == b"thread-1"  # keyed by thread, like every thread record
+
+
+async def test_an_undecodable_record_is_named_by_its_place() -> None:
+    event = rejection(await Harness().handle(b"\x00junk", key=b"thread-1\x00a", partition=2))
+    assert (event.reason, event.step, event.token_id) == ("answer_undecodable", 1, None)
+    assert (event.answer_id, event.thread_id) == ("t.answers:2:7", "thread-1")
+
+
 async def test_a_tombstone_is_nothing() -> None:
     assert await Harness().handle(None, key=b"thread-1\x00ans-1") == Handled()
 

@@ -20,7 +20,6 @@ from turnlog.contracts.resume import (
     PreparedResume,
     is_replay,
     prepare_resume,
-    rejected_event,
     request_hash,
 )
 from turnlog.errors import TurnlogError
@@ -415,30 +414,6 @@ def test_a_replay_of_the_answer_that_spent_the_token_is_recognised() -> None:
     assert not is_replay(answer, LedgerEntry("resumed", "ans-0"))
     assert not is_replay(answer, LedgerEntry("expired", "ans-1"))
     assert not is_replay(answer, None)
-
-
-def test_a_refusal_becomes_an_answer_rejected_event() -> None:
-    refusal = run(make_answer(scope_hash="tenant-b"))
-    assert isinstance(refusal, Refusal)
-    event = rejected_event(
-        make_answer(), refusal, event_id="e-x", occurred_at=NOW, package_version="0.1.0"
-    )
-    assert (event.reason, event.step) == ("scope_mismatch", 2)
-    assert (event.answer_id, event.token_id, event.thread_id) == ("ans-1", "tok-1", "thread-1")
-    assert event.detail == refusal.detail
-
-
-def test_an_undecodable_answer_is_a_step_one_refusal() -> None:
-    refusal = Refusal(RefusalReason.ANSWER_UNDECODABLE, "unknown fingerprint")
-    assert refusal.step == 1
-    event = rejected_event(
-        make_answer(token="garbage", thread_id=""),
-        refusal,
-        event_id="e-y",
-        occurred_at=NOW,
-        package_version="0.1.0",
-    )
-    assert (event.reason, event.token_id, event.thread_id) == ("answer_undecodable", None, None)
 
 
 def test_every_reason_belongs_to_one_of_steps_one_to_five() -> None:

@@ -7,7 +7,7 @@ history is built before the consume, so no resumed turn can be emitted without i
 
 What the caller looks up, and why it may use unverified claims to do so: the pause record and the
 token's ledger entry are found by the thread, checkpoint and token id read with
-:func:`turnlog.tokens.peek_claims`. This function then checks everything found against the
+:func:`turnlog.tokens.peek.peek_claims`. This function then checks everything found against the
 *verified* claims, so a forged token that points elsewhere is refused at step 1 and a lookup that
 found the wrong record is refused at step 5.
 """
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
+from turnlog.contracts.claims import PauseClaims
 from turnlog.contracts.events import (
-    AnswerRejected,
     AnswerSubmitted,
     AskUserAnswered,
     PauseRecorded,
@@ -31,7 +31,6 @@ from turnlog.contracts.events import (
 from turnlog.contracts.interactions import ASK_USER, InteractionRegistry
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
 from turnlog.contracts.rehydration import rehydrate
-from turnlog.tokens import PauseClaims, peek_claims
 
 #: ``TokenConsumed.outcome`` values.
 RESUMED = "resumed"
@@ -276,33 +275,4 @@ def prepare_resume(
         observation=observation,
         history=history,
         answered=_answered_record(answer, claims, response),
-    )
-
-
-def rejected_event(
-    answer: AnswerSubmitted,
-    refusal: Refusal,
-    *,
-    event_id: str,
-    occurred_at: datetime,
-    package_version: str,
-) -> AnswerRejected:
-    """The ``AnswerRejected`` for a refusal. Its ``token_id`` is the one the token *claims*
-    (read unverified), for correlating a rejection with its pause, not as a proof."""
-    token_id: str | None
-    try:
-        claimed = peek_claims(answer.token).get("jti")
-        token_id = claimed if isinstance(claimed, str) else None
-    except Refused:
-        token_id = None
-    return AnswerRejected(
-        event_id=event_id,
-        occurred_at=occurred_at,
-        package_version=package_version,
-        answer_id=answer.answer_id,
-        token_id=token_id,
-        thread_id=answer.thread_id or None,
-        reason=refusal.reason.value,
-        step=refusal.step,
-        detail=refusal.detail,
     )

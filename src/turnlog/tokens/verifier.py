@@ -1,0 +1,167 @@
+"""Verifying a token: strict, because it is the one thing an answer carries that turnlog did not
+write itself. The key is chosen by the header's ``kid``, the algorithm is pinned to that key's
+own, every claim is required and typed, and the window is checked against a clock the caller
+passes in. Every failure is a refusal with the rule's name.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+import jwt
+
+from turnlog.contracts.claims import PauseClaims
+from turnlog.contracts.refusals import RefusalReason, refuse
+from turnlog.errors import ConfigurationError
+from turnlog.tokens.key import JWT
+from turnlog.tokens.keyring import Keyring
+from turnlog.tokens.peek import unverified_part
+
+_STRING_CLAIMS: Final = (
+    "jti",
+    "scope_hash",
+    "session_id",
+    "run_id",
+    "tool_call_id",
+    "interrupt_id",
+    "thread_id",
+    "checkpoint_id",
+    "interaction",
+    "request_hash",
+)
+
+_TIME_CLAIMS: Final = ("iat", "nbf", "exp")
+
+_REQUIRED: Final = ["iss", "aud", *_TIME_CLAIMS, *_STRING_CLAIMS]
+
+
+class TokenVerifier:
+    """Checks a token against the keyring and a clock the caller owns.
+
+    pyjwt would check ``exp``/``nbf``/``iat`` against the machine clock; that is switched off and
+    the window checked here against ``now``, so a replayed log and a test decide the same way.
+    """
+
+    __slots__ = ("_audience", "_issuer", "_keyring", "_leeway")
+
+    def __init__(
+        self,
+        keyring: Keyring,
+        *,
+        issuer: str,
+        audience: str,
+        leeway: timedelta = timedelta(seconds=5),
+    ) -> None:
+        if leeway < timedelta(0):
+            raise ConfigurationError("token leeway cannot be negative")
+        self._keyring = keyring
+        self._issuer = issuer
+        self._audience = audience
+        self._leeway = leeway
+
+    def verify(self, token: str, now: datetime) -> PauseClaims:
+        """The token's claims, or :class:`~turnlog.contracts.refusals.Refused` naming the rule."""
+        if now.tzinfo is None:
+            raise ValueError("now must be timezone-aware (UTC)")
+        if not isinstance(token, str):
+            raise refuse(RefusalReason.TOKEN_INVALID, "a token is text")
+        header = unverified_part(token, 0)
+        kid = header.get("kid")
+        if not isinstance(kid, str) or not kid:
+            raise refuse(RefusalReason.TOKEN_INVALID, "the token header names no key id")
+        key = self._keyring.verification_key(kid)
+        if key is None:
+            raise refuse(RefusalReason.TOKEN_UNKNOWN_KEY, f"no key {kid!r} in the keyring")
+        if header.get("alg") != key.algorithm:
+            raise refuse(
+                RefusalReason.TOKEN_INVALID,
+                f"algorithm {header.get('alg')!r} is not key {kid!r}'s own ({key.algorithm})",
+            )
+        try:
+            payload = JWT.decode(
+                token,
+                key.verifying,
+                algorithms=[key.algorithm],
+                issuer=self._issuer,
+                audience=self._audience,
+                options={
+                    "require": list(_REQUIRED),
+                    "verify_exp": False,
+                    "verify_nbf": False,
+                    "verify_iat": False,
+                    "strict_aud": True,
+                    "enforce_minimum_key_length": True,
+                },
+            )
+        except jwt.InvalidIssuerError:
+            raise refuse(RefusalReason.TOKEN_WRONG_ISSUER, "issued by someone else") from None
+        except jwt.InvalidAudienceError:
+            raise refuse(RefusalReason.TOKEN_WRONG_AUDIENCE, "issued for someone else") from None
+        except jwt.PyJWTError as exc:  # InvalidTokenError and InvalidKeyError alike
+            raise refuse(RefusalReason.TOKEN_INVALID, str(exc) or type(exc).__name__) from None
+        except RecursionError:  # JSON nested deeper than the parser goes: never a real token
+            raise refuse(RefusalReason.TOKEN_INVALID, "the token nests too deep") from None
+        claims = _claims(payload)
+        moment = now.astimezone(UTC)
+        if moment + self._leeway < claims.not_before or moment + self._leeway < claims.issued_at:
+            raise refuse(
+                RefusalReason.TOKEN_NOT_YET_VALID,
+                f"valid from {claims.not_before.isoformat()}, now {moment.isoformat()}",
+            )
+        if moment - self._leeway >= claims.expires_at:
+            raise refuse(
+                RefusalReason.TOKEN_EXPIRED,
+                f"expired at {claims.expires_at.isoformat()}, now {moment.isoformat()}",
+            )
+        return claims
+
+
+def _numeric_date(payload: Mapping[str, Any], name: str) -> datetime:
+    value = payload[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise refuse(RefusalReason.TOKEN_INVALID, f"claim {name} is not a NumericDate")
+    try:
+        return datetime.fromtimestamp(value, UTC)
+    except (OverflowError, OSError, ValueError):
+        raise refuse(RefusalReason.TOKEN_INVALID, f"claim {name} is out of range") from None
+
+
+def _claims(payload: Mapping[str, Any]) -> PauseClaims:
+    """Typed claims from a verified payload; a wrong type is refused, never coerced."""
+    for name in _STRING_CLAIMS:
+        value = payload[name]
+        if not isinstance(value, str):
+            raise refuse(RefusalReason.TOKEN_INVALID, f"claim {name} is not text")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: legal in JSON, not writable as UTF-8
+            raise refuse(RefusalReason.TOKEN_INVALID, f"claim {name} is not Unicode text") from None
+    located: dict[str, int | None] = {}
+    for name in ("pause_partition", "pause_offset"):
+        value = payload.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise refuse(RefusalReason.TOKEN_INVALID, f"claim {name} is not an integer")
+        located[name] = value
+    try:
+        return PauseClaims(
+            token_id=payload["jti"],
+            scope_hash=payload["scope_hash"],
+            session_id=payload["session_id"],
+            run_id=payload["run_id"],
+            tool_call_id=payload["tool_call_id"],
+            interrupt_id=payload["interrupt_id"],
+            thread_id=payload["thread_id"],
+            checkpoint_id=payload["checkpoint_id"],
+            name=payload["interaction"],
+            request_hash=payload["request_hash"],
+            issued_at=_numeric_date(payload, "iat"),
+            not_before=_numeric_date(payload, "nbf"),
+            expires_at=_numeric_date(payload, "exp"),
+            pause_partition=located["pause_partition"],
+            pause_offset=located["pause_offset"],
+        )
+    except ValueError as exc:
+        raise refuse(RefusalReason.TOKEN_INVALID, str(exc)) from None
