@@ -16,6 +16,20 @@ class ConfigurationError(TurnlogError):
     """A setting, key or registration is missing or contradictory."""
 
 
+class SettingError(ConfigurationError):
+    """One setting has a value turnlog cannot run with; ``name`` is where it came from.
+
+    ``name`` is the environment variable (``TURNLOG_PARTITIONS``), the CLI option
+    (``--partitions``) or the field, so the message points at the thing a person has to change.
+    """
+
+    def __init__(self, name: str, value: object, why: str) -> None:
+        super().__init__(f"{name}={value!r}: {why}")
+        self.name = name
+        self.value = value
+        self.why = why
+
+
 class DecodeError(TurnlogError):
     """Bytes from outside could not be read as a turnlog value; ``reason`` names why."""
 
@@ -32,6 +46,29 @@ class TopicMismatch(TurnlogError):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+class PauseInvalid(TurnlogError, ValueError):
+    """A pause that cannot be recorded (a checkpoint field, the TTL, the interaction, the
+    request); ``field`` names what to fix. Raised before anything is written, so a refused
+    pause never leaves a record on the log without a token."""
+
+    def __init__(self, field: str, detail: str) -> None:
+        super().__init__(f"{field}: {detail}")
+        self.field = field
+        self.detail = detail
+
+
+class DeliveryFailed(TurnlogError):
+    """Records were handed to Kafka but not all of them were acknowledged."""
+
+    def __init__(self, failed: int, total: int, what: str, first: BaseException) -> None:
+        super().__init__(
+            f"{failed} of {total} {what} not delivered "
+            f"(first failure: {type(first).__name__}: {first})"
+        )
+        self.failed = failed
+        self.total = total
 
 
 class StoreError(TurnlogError):

@@ -3,18 +3,102 @@
 Nothing in the package reads the environment on import or from deep inside a call: the value is
 built once at the edge (``Settings.from_env()``) and passed down, so a test or a CLI option can
 replace any field without patching globals.
+
+Every value is checked when the settings are built, whatever it came from, and a bad one is
+refused by the name the person typed (``TURNLOG_PARTITIONS``, ``--partitions``): ``partitions=0``
+accepted here would only fail later, deep inside a topic creation or a partition lookup, with an
+error that names neither the setting nor the value.
 """
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
+
+from turnlog.errors import SettingError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_PREFIX = "turnlog."
+
+#: The environment variable of each field.
+ENV: Final[Mapping[str, str]] = {
+    "bootstrap_servers": "TURNLOG_BOOTSTRAP_SERVERS",
+    "topic_prefix": "TURNLOG_TOPIC_PREFIX",
+    "state_dir": "TURNLOG_STATE_DIR",
+    "application_id": "TURNLOG_APPLICATION_ID",
+    "partitions": "TURNLOG_PARTITIONS",
+    "replication_factor": "TURNLOG_REPLICATION_FACTOR",
+    "commit_interval_ms": "TURNLOG_COMMIT_INTERVAL_MS",
+    "keys_dir": "TURNLOG_KEYS_DIR",
+    "issuer": "TURNLOG_ISSUER",
+    "audience": "TURNLOG_AUDIENCE",
+    "token_ttl_seconds": "TURNLOG_TOKEN_TTL_SECONDS",
+    "token_leeway_seconds": "TURNLOG_TOKEN_LEEWAY_SECONDS",
+    "broker_timeout_seconds": "TURNLOG_BROKER_TIMEOUT",
+    "max_record_bytes": "TURNLOG_MAX_RECORD_BYTES",
+    "max_answer_bytes": "TURNLOG_MAX_ANSWER_BYTES",
+}
+
+# The smallest value of each whole-number field.
+_MIN_INT: Final[Mapping[str, int]] = {
+    "partitions": 1,
+    "replication_factor": 1,
+    "commit_interval_ms": 1,
+    # A zero window would be a token that is expired when it is handed out.
+    "token_ttl_seconds": 1,
+    "token_leeway_seconds": 0,
+    "max_record_bytes": 1,
+    "max_answer_bytes": 1,
+}
+_TEXT: Final = ("bootstrap_servers", "topic_prefix", "application_id", "issuer", "audience")
+_PATHS: Final = ("state_dir", "keys_dir")
+# Kafka's legal topic-name characters; the prefix leaves room for the longest suffix.
+_TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]{1,200}")
+
+
+def problem(name: str, value: object) -> str | None:
+    """Why ``value`` cannot be the setting ``name`` (a field name), or ``None`` when it can."""
+    if name in _MIN_INT:
+        if isinstance(value, bool) or not isinstance(value, int):
+            return "must be a whole number"
+        if value < _MIN_INT[name]:
+            return f"must be at least {_MIN_INT[name]}"
+    elif name == "broker_timeout_seconds":
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return "must be a number of seconds"
+        if not math.isfinite(value) or value <= 0:
+            return "must be a finite number of seconds above 0"
+    elif name in _TEXT:
+        if not isinstance(value, str) or not value.strip():
+            return "must not be empty"
+        if name == "topic_prefix" and not _TOPIC_CHARS.fullmatch(value):
+            return "a topic prefix is 1-200 of the letters, digits, '.', '_' and '-' Kafka allows"
+    elif name in _PATHS and not isinstance(value, Path):
+        return "must be a path"
+    return None
+
+
+def _parse_int(raw: str) -> int:
+    return int(raw.strip())
+
+
+def _parse_float(raw: str) -> float:
+    return float(raw.strip())
+
+
+def _parser(name: str) -> Callable[[str], Any]:
+    if name in _MIN_INT:
+        return _parse_int
+    if name == "broker_timeout_seconds":
+        return _parse_float
+    if name in _PATHS:
+        return Path
+    return str
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,33 +126,56 @@ class Settings:
     #: the checkpoint's history, so an answer must stay well under ``max_record_bytes``.
     max_answer_bytes: int = 256 * 1024
 
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            why = problem(f.name, value)
+            if why is not None:
+                raise SettingError(f.name, value, why)
+
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-        """Settings from ``TURNLOG_*`` variables; keyword overrides (CLI options) win."""
+    def from_env(
+        cls,
+        env: Mapping[str, str] | None = None,
+        *,
+        names: Mapping[str, str] | None = None,
+        **overrides: Any,
+    ) -> Settings:
+        """Settings from ``TURNLOG_*`` variables; keyword overrides (CLI options) win.
+
+        A bad value raises :class:`SettingError` naming its variable, or for an override the
+        name ``names`` gives it (the CLI passes its option names), else the field's name. A
+        variable whose field is overridden is not read at all.
+        """
         e = os.environ if env is None else env
-        base = cls()
-        values: dict[str, Any] = {
-            "bootstrap_servers": e.get("TURNLOG_BOOTSTRAP_SERVERS", base.bootstrap_servers),
-            "topic_prefix": e.get("TURNLOG_TOPIC_PREFIX", base.topic_prefix),
-            "state_dir": Path(e.get("TURNLOG_STATE_DIR", str(base.state_dir))),
-            "application_id": e.get("TURNLOG_APPLICATION_ID", base.application_id),
-            "partitions": int(e.get("TURNLOG_PARTITIONS", base.partitions)),
-            "replication_factor": int(e.get("TURNLOG_REPLICATION_FACTOR", base.replication_factor)),
-            "commit_interval_ms": int(e.get("TURNLOG_COMMIT_INTERVAL_MS", base.commit_interval_ms)),
-            "keys_dir": Path(e.get("TURNLOG_KEYS_DIR", str(base.keys_dir))),
-            "issuer": e.get("TURNLOG_ISSUER", base.issuer),
-            "audience": e.get("TURNLOG_AUDIENCE", base.audience),
-            "token_ttl_seconds": int(e.get("TURNLOG_TOKEN_TTL_SECONDS", base.token_ttl_seconds)),
-            "token_leeway_seconds": int(
-                e.get("TURNLOG_TOKEN_LEEWAY_SECONDS", base.token_leeway_seconds)
-            ),
-            "broker_timeout_seconds": float(
-                e.get("TURNLOG_BROKER_TIMEOUT", base.broker_timeout_seconds)
-            ),
-            "max_record_bytes": int(e.get("TURNLOG_MAX_RECORD_BYTES", base.max_record_bytes)),
-            "max_answer_bytes": int(e.get("TURNLOG_MAX_ANSWER_BYTES", base.max_answer_bytes)),
-        }
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise TypeError(f"Settings has no field(s) {', '.join(unknown)}")
+        values: dict[str, Any] = {}
+        for name in sorted(known):
+            given = overrides.get(name)
+            if given is not None:
+                if name in _PATHS and isinstance(given, str):
+                    given = Path(given)
+                why = problem(name, given)
+                if why is not None:
+                    raise SettingError((names or {}).get(name, name), given, why)
+                values[name] = given
+                continue
+            variable = ENV[name]
+            raw = e.get(variable)
+            if raw is None:
+                continue
+            try:
+                parsed = _parser(name)(raw)
+            except ValueError:
+                kind = "a whole number" if name in _MIN_INT else "a number"
+                raise SettingError(variable, raw, f"is not {kind}") from None
+            why = problem(name, parsed)
+            if why is not None:
+                raise SettingError(variable, raw, why)
+            values[name] = parsed
         return cls(**values)
 
     def with_(self, **changes: Any) -> Settings:
