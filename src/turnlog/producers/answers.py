@@ -6,12 +6,20 @@ caller learns of a bad answer before it reaches the topic. The authoritative che
 resume worker, which repeats all of it against the recorded pause.
 
 An answer id may be chosen by the caller: a retry with the same id is the same record under
-compaction and is consumed at most once, which is what makes "publish until acknowledged" safe.
+compaction and is consumed at most once, which is what makes "publish until acknowledged" safe --
+and what lets the publisher ride out a broker outage by sending the same record again
+(:func:`~turnlog.producers.pauses.ride_out`) until ``Settings.broker_timeout_seconds`` is spent.
+
+Sizes are bounded here too: an answer whose encoded value is over ``Settings.max_answer_bytes``
+is refused (``answer_too_large``) before Kafka, because its resumed turn repeats the response
+beside the whole checkpoint history and must still fit one record.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,18 +27,22 @@ from datetime import datetime
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaConnectionError
 
 from turnlog import __version__
 from turnlog.clock import utc_now
 from turnlog.codec import encode
 from turnlog.contracts.events import AnswerSubmitted
-from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
+from turnlog.contracts.refusals import Refusal, RefusalReason, Refused, refuse
 from turnlog.contracts.resume import mismatched_axis, missing_axis
 from turnlog.errors import ConfigurationError
 from turnlog.partitioning import answer_key, partition_for
+from turnlog.producers.pauses import is_outage, request_timeout_ms, ride_out
 from turnlog.settings import Settings
 from turnlog.tokens import TokenVerifier, peek_claims
 from turnlog.topics import TopicSet
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,26 +71,47 @@ class AnswerPublisher:
         self._clock = clock
         self._producer: AIOKafkaProducer | None = None
         self._partitions: int | None = None
+        self._lock = asyncio.Lock()
 
     async def start(self) -> None:
-        if self._producer is not None:
-            return
-        producer = AIOKafkaProducer(
-            bootstrap_servers=self.settings.bootstrap_servers,
-            enable_idempotence=True,
-            acks="all",
-            client_id="turnlog-answer-publisher",
-        )
+        """Start the producer, riding out an unreachable broker. Concurrent first calls share
+        one producer: the second waits on the lock and finds it started."""
+        await ride_out(self._open, settings=self.settings)
+
+    async def _open(self) -> tuple[AIOKafkaProducer, int]:
+        async with self._lock:
+            if self._producer is not None and self._partitions is not None:
+                return self._producer, self._partitions
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self.settings.bootstrap_servers,
+                enable_idempotence=True,
+                acks="all",
+                client_id="turnlog-answer-publisher",
+                request_timeout_ms=request_timeout_ms(self.settings),
+            )
+            try:
+                await producer.start()
+                partitions = len(await producer.partitions_for(self.topics.answers))
+            except BaseException:
+                await producer.stop()
+                raise
+            self._producer, self._partitions = producer, partitions
+            return producer, partitions
+
+    async def _discard(self, producer: AIOKafkaProducer) -> None:
+        """Drop a producer a send failed on; the retry starts a new one (an idempotent
+        producer's sequence numbers are unknown after an expired batch)."""
+        async with self._lock:
+            if self._producer is producer:
+                self._producer, self._partitions = None, None
         try:
-            await producer.start()
-            self._partitions = len(await producer.partitions_for(self.topics.answers))
-        except BaseException:
             await producer.stop()
-            raise
-        self._producer = producer
+        except Exception as exc:  # noqa: BLE001 - already failed; the retry makes a new one
+            log.debug("stopping a broken answer producer: %s", exc)
 
     async def stop(self) -> None:
-        producer, self._producer = self._producer, None
+        async with self._lock:
+            producer, self._producer, self._partitions = self._producer, None, None
         if producer is not None:
             await producer.stop()
 
@@ -104,7 +137,7 @@ class AnswerPublisher:
         response_json = response if isinstance(response, str) else json.dumps(response)
         try:
             thread = peek_claims(token).get("thread_id")
-        except Refused:
+        except (Refused, RecursionError):
             thread = None
         now = self._clock()
         return AnswerSubmitted(
@@ -127,16 +160,38 @@ class AnswerPublisher:
         missing = missing_axis(answer)
         if missing is not None:
             raise Refused(missing)
+        self.check_size(answer)
         if self._verifier is None:
             raise ConfigurationError("checking an answer needs a token verifier (public keys)")
-        claims = self._verifier.verify(answer.token, self._clock())
+        try:
+            claims = self._verifier.verify(answer.token, self._clock())
+        except RecursionError:
+            raise refuse(RefusalReason.TOKEN_INVALID, "the token is nested too deeply") from None
         mismatch = mismatched_axis(answer, claims)
         if mismatch is not None:
             raise Refused(mismatch)
         try:
             json.loads(answer.response_json)
+        except RecursionError:
+            raise refuse(
+                RefusalReason.RESPONSE_INVALID, "the response is JSON nested too deeply to read"
+            ) from None
         except ValueError as exc:
             raise Refused(Refusal(RefusalReason.RESPONSE_INVALID, f"not JSON: {exc}")) from None
+
+    def check_size(self, answer: AnswerSubmitted) -> None:
+        """``answer_too_large`` for an answer whose encoded value is over the limit."""
+        limit = self.settings.max_answer_bytes
+        try:
+            size = len(encode(answer))
+        except (TypeError, ValueError) as exc:
+            raise refuse(RefusalReason.ANSWER_UNDECODABLE, f"cannot be encoded: {exc}") from None
+        if size > limit:
+            raise refuse(
+                RefusalReason.ANSWER_TOO_LARGE,
+                f"the answer is {size} bytes encoded, over the limit of {limit} bytes "
+                "(TURNLOG_MAX_ANSWER_BYTES)",
+            )
 
     async def publish(
         self,
@@ -163,18 +218,30 @@ class AnswerPublisher:
         return await self.publish_unchecked(answer)
 
     async def publish_unchecked(self, answer: AnswerSubmitted) -> PublishedAnswer:
-        """Publish without the pre-check (tools and tests; the worker still decides)."""
-        await self.start()
-        producer, partitions = self._producer, self._partitions
-        if producer is None or partitions is None:
-            raise ConfigurationError("the answer publisher is stopped")
+        """Publish without the pre-check (tools and tests; the worker still decides).
+
+        Retried while the broker is unreachable: the same key and answer id each time, so a
+        send that did reach the log before its acknowledgement was lost is the same fact.
+        """
         # An unreadable token still has to go somewhere for the worker to refuse it by name.
         thread = answer.thread_id or "-"
-        partition = partition_for(thread, partitions)
-        metadata = await producer.send_and_wait(
-            self.topics.answers,
-            encode(answer),
-            key=answer_key(thread, answer.answer_id),
-            partition=partition,
-        )
-        return PublishedAnswer(answer, partition, metadata.offset)
+        key = answer_key(thread, answer.answer_id)
+        value = encode(answer)
+
+        async def attempt() -> PublishedAnswer:
+            producer, partitions = await self._open()
+            partition = partition_for(thread, partitions)
+            try:
+                metadata = await producer.send_and_wait(
+                    self.topics.answers, value, key=key, partition=partition
+                )
+            except Exception as exc:
+                if is_outage(exc):
+                    await self._discard(producer)
+                elif producer is not self._producer:
+                    # Another send's outage replaced the producer under this one: retry too.
+                    raise KafkaConnectionError(f"the producer was restarted: {exc}") from exc
+                raise
+            return PublishedAnswer(answer, partition, metadata.offset)
+
+        return await ride_out(attempt, settings=self.settings)

@@ -1,34 +1,242 @@
-"""Recording a pause: the fact first, the token after.
+"""Recording a pause: the fact first, the token after -- and nothing written that has no token.
 
 The ``PauseRecorded`` record is committed in a Kafka transaction (acks=all, idempotent) before
 the token exists, so nobody can hold a token for a pause the log does not have. The token then
 carries the partition and offset where the pause was written: the owner that receives the answer
 catches up at least that far before it would ever call the pause missing, so an answer published
 milliseconds after its pause cannot lose the race.
+
+The converse matters as much: a pause committed and then refused a token (a negative TTL, an
+unknown interaction, a field of the wrong type) is a turn nobody can ever resume, waiting until
+it expires. So everything is checked before the transaction -- the checkpoint field by field, the
+request, the interaction against the registry, the window, the record's size, and a trial
+signature -- and a bad pause is :class:`~turnlog.errors.PauseInvalid` naming the field.
+
+A broker that cannot be reached is ridden out (:func:`ride_out`): retried with backoff for
+``Settings.broker_timeout_seconds``, one log line when it goes and one when it comes back, then
+:class:`~turnlog.errors.BrokerUnavailable`. A transaction that fails on an outage is redone
+with the same pause (same token id and key: the same fact) on a producer with the same
+transactional id, whose start fences the old one and aborts its open transaction at once.
+
+Kept as one module on purpose: the checks exist for the recorder's one promise (no pause without
+a token) and read best beside the transaction they guard; :func:`ride_out` is here because the
+recorder was its first user (the publisher and the CLI import it) and belongs with the Kafka
+client helpers once they have a module of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
+from aiokafka.errors import (
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    NodeNotReadyError,
+    UnknownTopicOrPartitionError,
+)
 
 from turnlog import __version__
 from turnlog.clock import utc_now
 from turnlog.codec import encode
-from turnlog.contracts.checkpoint import TurnCheckpoint
+from turnlog.contracts.checkpoint import TURN_STATE_VERSION, TurnCheckpoint
 from turnlog.contracts.events import PauseRecorded
+from turnlog.contracts.interactions import InteractionRegistry, default_interactions
+from turnlog.contracts.messages import normalize_message
 from turnlog.contracts.resume import request_hash
-from turnlog.errors import BrokerUnavailable, ConfigurationError
+from turnlog.errors import BrokerUnavailable, PauseInvalid, TurnlogError
 from turnlog.partitioning import check_thread_id, partition_for, pause_key
 from turnlog.settings import Settings
 from turnlog.tokens import PauseClaims, TokenIssuer
 from turnlog.topics import TopicSet, admin_client, ensure_topics
+
+T = TypeVar("T")
+
+#: One line when the broker goes, one when it is back (the CLI quiets it for one-shot verbs,
+#: whose single error line says the same).
+OUTAGE_LOG = logging.getLogger("turnlog.producers.outage")
+FIRST_BACKOFF, MAX_BACKOFF = 0.1, 2.0
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` says the broker cannot be reached *now* (worth retrying), as opposed to
+    a refusal that a retry would only repeat. An unknown topic is not an outage."""
+    if isinstance(exc, UnknownTopicOrPartitionError):
+        return False
+    if isinstance(exc, KafkaConnectionError | KafkaTimeoutError | NodeNotReadyError):
+        return True
+    return isinstance(exc, KafkaError) and bool(exc.retriable)
+
+
+def request_timeout_ms(settings: Settings) -> int:
+    """A client request never outlives the outage budget (at least 1 s, at most 30 s)."""
+    return int(min(30.0, max(1.0, settings.broker_timeout_seconds)) * 1000)
+
+
+async def ride_out(
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    settings: Settings,
+    log: logging.Logger = OUTAGE_LOG,
+) -> T:
+    """``attempt()``, retried with backoff while the broker is unreachable.
+
+    The outage starts when the first failing attempt started; once it has lasted
+    ``settings.broker_timeout_seconds`` the last error is raised as :class:`BrokerUnavailable`
+    (which is itself never retried here: whoever raised it has already waited). Anything that
+    is not an outage is raised at once. ``attempt`` must leave nothing half-open when it fails.
+    """
+    loop = asyncio.get_running_loop()
+    budget = settings.broker_timeout_seconds
+    where = f"Kafka at {settings.bootstrap_servers}"
+    since: float | None = None
+    delay = FIRST_BACKOFF
+    while True:
+        started = loop.time()
+        try:
+            result = await attempt()
+        except BrokerUnavailable:
+            raise
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            now = loop.time()
+            if since is None:
+                since = started
+                log.warning(
+                    "broker unreachable (%s: %s); retrying for up to %gs",
+                    type(exc).__name__,
+                    exc,
+                    budget,
+                )
+            if now - since >= budget:
+                raise BrokerUnavailable(
+                    f"{where} unreachable for {now - since:.1f}s, the broker timeout "
+                    f"({budget:g}s); last error {type(exc).__name__}: {exc}"
+                ) from exc
+            await asyncio.sleep(min(delay, since + budget - now))
+            delay = min(delay * 2, MAX_BACKOFF)
+            continue
+        if since is not None:
+            log.warning("broker reachable again after %.1fs; continuing", loop.time() - since)
+        return result
+
+
+# -- what a pause must be before it is written ---------------------------------------------------
+
+_TEXT_FIELDS = (
+    "run_id",
+    "session_id",
+    "thread_id",
+    "checkpoint_id",
+    "scope_hash",
+    "tool_call_id",
+    "interrupt_id",
+    "name",
+    "prompt",
+    "tenant_id",
+    "package_version",
+)
+_LONG = 2**63
+
+
+def _json_type(value: object) -> str:
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "text"}
+    names.update({list: "a list", dict: "an object", type(None): "null"})
+    return names.get(type(value), type(value).__name__)
+
+
+def check_checkpoint(checkpoint: TurnCheckpoint) -> None:
+    """Raise :class:`PauseInvalid` naming the first field a pause cannot be recorded with."""
+    for name in _TEXT_FIELDS:
+        value = getattr(checkpoint, name)
+        if not isinstance(value, str):
+            raise PauseInvalid(name, f"must be text, got {_json_type(value)}")
+    sequence = checkpoint.sequence
+    if isinstance(sequence, bool) or not isinstance(sequence, int):
+        raise PauseInvalid("sequence", f"must be a whole number, got {_json_type(sequence)}")
+    if not -_LONG <= sequence < _LONG:
+        raise PauseInvalid("sequence", f"must fit in 64 bits, got {sequence}")
+    if not isinstance(checkpoint.safe_boundary, bool):
+        raise PauseInvalid("safe_boundary", "must be true or false")
+    if not isinstance(checkpoint.created_at, datetime) or checkpoint.created_at.tzinfo is None:
+        raise PauseInvalid("created_at", "must be a timezone-aware time")
+    try:
+        check_thread_id(checkpoint.thread_id)
+    except ValueError as exc:
+        raise PauseInvalid("thread_id", str(exc)) from None
+    if not checkpoint.checkpoint_id:
+        raise PauseInvalid("checkpoint_id", "a checkpoint to pause on needs a checkpoint_id")
+    if not (checkpoint.tool_call_id or checkpoint.interrupt_id):
+        raise PauseInvalid(
+            "tool_call_id", "a pause must name the call it stopped: tool_call_id or interrupt_id"
+        )
+
+
+def read_checkpoint(raw: str | bytes) -> TurnCheckpoint:
+    """A checkpoint from its canonical JSON body (a file, a request), checked field by field.
+
+    :meth:`TurnCheckpoint.decode` reads what turnlog wrote itself and turns any value into
+    text; a body written by hand deserves a refusal that names the field instead.
+    """
+    try:
+        body = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise PauseInvalid("checkpoint", f"is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise PauseInvalid("checkpoint", f"must be a JSON object, got {_json_type(body)}")
+    known = set(TurnCheckpoint().body())
+    unknown = sorted(set(body) - known)
+    if unknown:
+        raise PauseInvalid(unknown[0], "is not a checkpoint field")
+    version = body.get("version", TURN_STATE_VERSION)
+    if version != TURN_STATE_VERSION or isinstance(version, bool):
+        raise PauseInvalid("version", f"must be {TURN_STATE_VERSION}, got {version!r}")
+    for name in _TEXT_FIELDS:
+        if name in body and not isinstance(body[name], str):
+            raise PauseInvalid(name, f"must be text, got {_json_type(body[name])}")
+    values: dict[str, Any] = {name: body[name] for name in _TEXT_FIELDS if name in body}
+    if "sequence" in body:
+        sequence = body["sequence"]
+        if isinstance(sequence, bool) or not isinstance(sequence, int):
+            raise PauseInvalid("sequence", f"must be a whole number, got {_json_type(sequence)}")
+        values["sequence"] = sequence
+    if "safe_boundary" in body:
+        if not isinstance(body["safe_boundary"], bool):
+            got = _json_type(body["safe_boundary"])
+            raise PauseInvalid("safe_boundary", f"must be true or false, got {got}")
+        values["safe_boundary"] = body["safe_boundary"]
+    if "created_at" in body:
+        created = body["created_at"]
+        try:
+            values["created_at"] = datetime.fromisoformat(created)
+        except (TypeError, ValueError):
+            raise PauseInvalid("created_at", f"must be an ISO 8601 time, got {created!r}") from None
+        if values["created_at"].tzinfo is None:
+            raise PauseInvalid("created_at", "must say its offset (e.g. +00:00)")
+    messages = body.get("messages", [])
+    if not isinstance(messages, list):
+        raise PauseInvalid("messages", f"must be a list, got {_json_type(messages)}")
+    normalized = []
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, dict):
+            raise PauseInvalid(where, f"must be an object, got {_json_type(message)}")
+        try:
+            normalized.append(normalize_message(message))
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise PauseInvalid(where, str(exc)) from None
+    checkpoint = TurnCheckpoint(**values, messages=tuple(normalized))
+    check_checkpoint(checkpoint)
+    return checkpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +258,12 @@ class RecordedPause:
 
 
 class PauseRecorder:
-    """The agent runtime's writer. Also a checkpoint-service driver (ensure_ready/flush/close)."""
+    """The agent runtime's writer. Also a checkpoint-service driver (ensure_ready/flush/close).
+
+    ``interactions`` is the registry the workers answer against: a pause naming an interaction
+    it does not hold is refused now rather than spending a token on a question no worker can
+    check the answer to.
+    """
 
     def __init__(
         self,
@@ -59,55 +272,69 @@ class PauseRecorder:
         *,
         topics: TopicSet | None = None,
         create_topics: bool = True,
+        interactions: InteractionRegistry | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.settings = settings
         self.topics = topics or TopicSet.from_settings(settings)
         self._issuer = issuer
         self._create_topics = create_topics
+        self._interactions = interactions if interactions is not None else default_interactions()
         self._clock = clock
         self._producer: AIOKafkaProducer | None = None
         self._partitions: int | None = None
+        self._topics_ready = False
+        # One transactional id for the recorder's life: a producer re-made after an outage
+        # fences its predecessor and aborts the transaction it left open, at once -- a fresh id
+        # would leave that transaction holding back read_committed readers until it timed out.
+        self._transactional_id = f"{settings.application_id}.pauses.{uuid.uuid4().hex}"
         self._lock = asyncio.Lock()
 
     async def ensure_ready(self) -> None:
         """Create or verify the topics, then start the transactional producer. Idempotent.
 
-        A broker that cannot be reached is :class:`BrokerUnavailable` (a ``TurnlogError``), not
-        aiokafka's own exception: callers retry readiness on it, and must be able to tell it
-        from a bug without importing the client library.
+        An unreachable broker is retried for ``broker_timeout_seconds``, then
+        :class:`BrokerUnavailable` (a ``TurnlogError``), never aiokafka's own exception:
+        callers must be able to tell it from a bug without importing the client library.
         """
-        try:
-            await self._ensure_ready()
-        except (KafkaConnectionError, KafkaTimeoutError) as exc:
-            raise BrokerUnavailable(
-                f"Kafka at {self.settings.bootstrap_servers} is unreachable: {exc}"
-            ) from exc
+        await ride_out(self._open, settings=self.settings)
 
-    async def _ensure_ready(self) -> None:
+    async def _open(self) -> tuple[AIOKafkaProducer, int]:
         async with self._lock:
-            if self._producer is not None:
-                return
-            if self._create_topics:
+            if self._producer is not None and self._partitions is not None:
+                return self._producer, self._partitions
+            if self._create_topics and not self._topics_ready:
                 admin = admin_client(self.settings.bootstrap_servers)
                 try:
                     await admin.start()
                     await ensure_topics(admin, self.topics)
                 finally:
                     await admin.close()
+                self._topics_ready = True
             producer = AIOKafkaProducer(
                 bootstrap_servers=self.settings.bootstrap_servers,
-                transactional_id=f"{self.settings.application_id}.pauses.{uuid.uuid4().hex}",
+                transactional_id=self._transactional_id,
                 client_id="turnlog-pause-recorder",
+                request_timeout_ms=request_timeout_ms(self.settings),
             )
             try:
                 await producer.start()
-                partitions = await producer.partitions_for(self.topics.pauses)
+                partitions = len(await producer.partitions_for(self.topics.pauses))
             except BaseException:
                 await producer.stop()
                 raise
-            self._partitions = len(partitions)
-            self._producer = producer
+            self._producer, self._partitions = producer, partitions
+            return producer, partitions
+
+    async def _discard(self, producer: AIOKafkaProducer) -> None:
+        """Drop a producer an outage broke (its transaction state is unknown)."""
+        async with self._lock:
+            if self._producer is producer:
+                self._producer = None
+        try:
+            await producer.stop()
+        except Exception as exc:  # noqa: BLE001 - already failed; the retry makes a new one
+            OUTAGE_LOG.debug("stopping a broken pause producer: %s", exc)
 
     start = ensure_ready
 
@@ -130,6 +357,69 @@ class PauseRecorder:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    def _window(self, ttl: timedelta | None) -> timedelta:
+        window = ttl if ttl is not None else timedelta(seconds=self.settings.token_ttl_seconds)
+        if not isinstance(window, timedelta) or window < timedelta(seconds=1):
+            raise PauseInvalid(
+                "ttl", f"a pause's window must be at least one second, got {window!r}"
+            )
+        return window
+
+    def prepare(
+        self,
+        checkpoint: TurnCheckpoint,
+        *,
+        request_json: str,
+        interaction: str | None = None,
+        ttl: timedelta | None = None,
+    ) -> tuple[PauseRecorded, bytes, bytes]:
+        """The pause, its key and its encoded value -- or :class:`PauseInvalid`. No I/O."""
+        check_checkpoint(checkpoint)
+        if not isinstance(request_json, str):
+            raise PauseInvalid("request_json", "must be JSON text")
+        try:
+            hashed = request_hash(request_json)
+        except ValueError as exc:
+            raise PauseInvalid("request_json", str(exc)) from None
+        name = interaction if interaction is not None else checkpoint.name
+        if name not in self._interactions:
+            known = ", ".join(self._interactions.names) or "none"
+            raise PauseInvalid(
+                "interaction", f"no interaction {name!r} is registered here (known: {known})"
+            )
+        window = self._window(ttl)
+        # Tokens carry whole seconds; the recorded window must be the token's own.
+        issued_at = self._clock().replace(microsecond=0)
+        pause = PauseRecorded(
+            event_id=uuid.uuid4().hex,
+            occurred_at=issued_at,
+            package_version=__version__,
+            checkpoint=checkpoint,
+            token_id=uuid.uuid4().hex,
+            request_json=request_json,
+            request_hash=hashed,
+            response_schema=name,
+            expires_at=issued_at + window,
+        )
+        try:
+            value = encode(pause)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise PauseInvalid("checkpoint", f"cannot be written: {exc}") from None
+        key = pause_key(checkpoint.thread_id, checkpoint.checkpoint_id)
+        size = len(key) + len(value)
+        if size > self.settings.max_record_bytes:
+            raise PauseInvalid(
+                "checkpoint",
+                f"the pause record would be {size} bytes, over the {self.settings.max_record_bytes}"
+                " a record may have (TURNLOG_MAX_RECORD_BYTES)",
+            )
+        # A trial signature: whatever would stop the token after the commit stops it now.
+        try:
+            self._issuer.issue(PauseClaims.for_pause(pause, pause_partition=0, pause_offset=0))
+        except (ValueError, TypeError, TurnlogError) as exc:
+            raise PauseInvalid("checkpoint", f"no token can be issued for it: {exc}") from None
+        return pause, key, value
+
     async def record(
         self,
         checkpoint: TurnCheckpoint,
@@ -138,39 +428,27 @@ class PauseRecorder:
         interaction: str | None = None,
         ttl: timedelta | None = None,
     ) -> RecordedPause:
-        """Write the pause, wait for its commit, and return its signed token."""
-        check_thread_id(checkpoint.thread_id)
-        if not checkpoint.checkpoint_id:
-            raise ConfigurationError("a checkpoint to pause on needs a checkpoint_id")
-        await self.ensure_ready()
-        producer, partitions = self._producer, self._partitions
-        if producer is None or partitions is None:
-            raise ConfigurationError("the pause recorder was closed")
-        now = self._clock()
-        window = ttl if ttl is not None else timedelta(seconds=self.settings.token_ttl_seconds)
-        # Tokens carry whole seconds; the recorded window must be the token's own.
-        issued_at = now.replace(microsecond=0)
-        pause = PauseRecorded(
-            event_id=uuid.uuid4().hex,
-            occurred_at=issued_at,
-            package_version=__version__,
-            checkpoint=checkpoint,
-            token_id=uuid.uuid4().hex,
-            request_json=request_json,
-            request_hash=request_hash(request_json),
-            response_schema=interaction or checkpoint.name,
-            expires_at=issued_at + window,
+        """Check the pause, write it, wait for its commit, and return its signed token."""
+        pause, key, value = self.prepare(
+            checkpoint, request_json=request_json, interaction=interaction, ttl=ttl
         )
-        partition = partition_for(checkpoint.thread_id, partitions)
-        async with producer.transaction():
-            sent = await producer.send(
-                self.topics.pauses,
-                encode(pause),
-                key=pause_key(checkpoint.thread_id, checkpoint.checkpoint_id),
-                partition=partition,
-            )
-        metadata = await sent
-        claims = PauseClaims.for_pause(
-            pause, pause_partition=partition, pause_offset=metadata.offset
-        )
-        return RecordedPause(self._issuer.issue(claims), pause, partition, metadata.offset)
+
+        async def attempt() -> tuple[int, int]:
+            producer, partitions = await self._open()
+            partition = partition_for(checkpoint.thread_id, partitions)
+            try:
+                async with producer.transaction():
+                    sent = await producer.send(
+                        self.topics.pauses, value, key=key, partition=partition
+                    )
+                    # Awaited inside: a commit does not wait for a failed delivery.
+                    metadata = await sent
+            except Exception as exc:
+                if is_outage(exc):
+                    await self._discard(producer)
+                raise
+            return partition, int(metadata.offset)
+
+        partition, offset = await ride_out(attempt, settings=self.settings)
+        claims = PauseClaims.for_pause(pause, pause_partition=partition, pause_offset=offset)
+        return RecordedPause(self._issuer.issue(claims), pause, partition, offset)
