@@ -22,13 +22,16 @@ from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from aiokafka.errors import KafkaConnectionError, KafkaError
+from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from turnlog import __version__
-from turnlog.errors import BrokerUnavailable, TurnlogError
+from turnlog.errors import BrokerUnavailable, PauseInvalid, SettingError, TurnlogError
 from turnlog.settings import Settings
+
+OUTAGE_LOGGER = "turnlog.producers.outage"
 
 app = typer.Typer(
     name="turnlog",
@@ -48,6 +51,8 @@ out = Console()
 err = Console(stderr=True)
 
 EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED, EXIT_BROKER = 1, 2, 3, 4
+#: What a shell reports for a process ended by SIGINT.
+EXIT_INTERRUPTED = 130
 
 T = TypeVar("T")
 
@@ -59,11 +64,34 @@ class State:
 
 STATE = State()
 
+#: Verbs that run until stopped: they show the one line when the broker goes and the one when
+#: it comes back. The others say it once, in their own error line, when the budget is spent.
+LONG_RUNNING = frozenset({"worker", "project", "tail", "demo"})
+#: The option each settings field is given by, for naming a bad value.
+OPTION_NAMES = {
+    "bootstrap_servers": "--bootstrap-servers",
+    "topic_prefix": "--topic-prefix",
+    "state_dir": "--state-dir",
+    "keys_dir": "--keys-dir",
+    "partitions": "--partitions",
+    "broker_timeout_seconds": "--broker-timeout",
+}
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print data as JSON.")]
+BrokerTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--broker-timeout",
+        metavar="SECONDS",
+        help="Give up (exit 4) once Kafka has been unreachable this long "
+        "(env TURNLOG_BROKER_TIMEOUT; default 300).",
+    ),
+]
 
 
 @app.callback()
 def main_options(
+    ctx: typer.Context,
     bootstrap_servers: Annotated[
         str | None, typer.Option(help="Kafka bootstrap servers (env TURNLOG_BOOTSTRAP_SERVERS).")
     ] = None,
@@ -79,48 +107,80 @@ def main_options(
     partitions: Annotated[
         int | None, typer.Option(help="Partitions of new topics (env TURNLOG_PARTITIONS).")
     ] = None,
+    broker_timeout: BrokerTimeoutOpt = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
 ) -> None:
-    STATE.settings = Settings.from_env(
-        bootstrap_servers=bootstrap_servers,
-        topic_prefix=topic_prefix,
-        state_dir=state_dir,
-        keys_dir=keys_dir,
-        partitions=partitions,
-    )
     STATE.debug = debug
+    try:
+        STATE.settings = Settings.from_env(
+            names=OPTION_NAMES,
+            bootstrap_servers=bootstrap_servers,
+            topic_prefix=topic_prefix,
+            state_dir=state_dir,
+            keys_dir=keys_dir,
+            partitions=partitions,
+            broker_timeout_seconds=broker_timeout,
+        )
+    except SettingError as exc:
+        raise _fail(str(exc), EXIT_USAGE) from None
     # Kafka client chatter (reconnect attempts) is for --debug; the verb says what failed.
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("aiokafka").setLevel(logging.DEBUG if debug else logging.CRITICAL)
+    quiet = not debug and ctx.invoked_subcommand not in LONG_RUNNING
+    logging.getLogger(OUTAGE_LOGGER).setLevel(logging.ERROR if quiet else logging.NOTSET)
 
 
 def _fail(message: str, code: int) -> typer.Exit:
-    err.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
+    line = " ".join(message.split())  # one line, whatever the message carried
+    err.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
+def _apply_broker_timeout(seconds: float | None) -> None:
+    """A verb's own ``--broker-timeout`` wins over the global one and the environment."""
+    if seconds is None:
+        return
+    try:
+        STATE.settings = STATE.settings.with_(broker_timeout_seconds=seconds)
+    except SettingError as exc:
+        raise _fail(str(SettingError("--broker-timeout", seconds, exc.why)), EXIT_USAGE) from None
+
+
+class Interrupted(Exception):
+    """The verb was stopped by SIGINT/SIGTERM before it could finish on its own."""
+
+
 def run_async(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
-    """Run an async verb, turning turnlog's errors into one line and an exit code."""
+    """Run an async verb, turning turnlog's errors into one line and an exit code.
+
+    A verb taking ``broker_timeout`` has it applied to the settings here, before it runs.
+    """
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
         from turnlog.contracts.refusals import Refused
 
+        _apply_broker_timeout(kwargs.get("broker_timeout"))
         try:
             return asyncio.run(fn(*args, **kwargs))
         except typer.Exit:
             raise
+        except (KeyboardInterrupt, asyncio.CancelledError, Interrupted):
+            # Ctrl-C during a one-shot verb, or a long-running one that did not stop in time.
+            raise _fail("interrupted", EXIT_INTERRUPTED) from None
         except Exception as exc:
             if STATE.debug:
                 raise
             if isinstance(exc, Refused):
                 raise _fail(f"refused: {exc.refusal}", EXIT_REFUSED) from None
-            if isinstance(exc, BrokerUnavailable | KafkaConnectionError):
+            if isinstance(exc, SettingError | PauseInvalid):
+                raise _fail(str(exc), EXIT_USAGE) from None
+            if isinstance(exc, BrokerUnavailable | KafkaConnectionError | KafkaTimeoutError):
                 raise _fail(
-                    f"Kafka at {STATE.settings.bootstrap_servers} is not reachable ({exc}); "
+                    f"Kafka at {STATE.settings.bootstrap_servers} is not reachable: {exc}; "
                     "start one with `turnlog broker up`",
                     EXIT_BROKER,
                 ) from None
@@ -175,19 +235,30 @@ def broker_status() -> None:
 # -- topics ------------------------------------------------------------------------------------
 
 
+async def _with_admin(use: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
+    """``use(admin)`` on a fresh admin client, riding out an unreachable broker."""
+    from turnlog.producers.pauses import ride_out
+    from turnlog.topics import admin_client
+
+    async def attempt() -> T:
+        admin = admin_client(STATE.settings.bootstrap_servers)
+        try:
+            await admin.start()
+            return await use(admin)
+        finally:
+            await admin.close()
+
+    return await ride_out(attempt, settings=STATE.settings)
+
+
 @topics_app.command("ensure")
 @run_async
-async def topics_ensure(as_json: JsonOpt = False) -> None:
+async def topics_ensure(as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None) -> None:
     """Create the missing topics; verify cleanup policy and partition count of existing ones."""
-    from turnlog.topics import TopicSet, admin_client, ensure_topics
+    from turnlog.topics import TopicSet, ensure_topics
 
     topics = TopicSet.from_settings(STATE.settings)
-    admin = admin_client(STATE.settings.bootstrap_servers)
-    try:
-        await admin.start()
-        created = await ensure_topics(admin, topics)
-    finally:
-        await admin.close()
+    created = await _with_admin(lambda admin: ensure_topics(admin, topics))
     names = [s.name for s in topics.specs()]
     if as_json:
         print_json({"created": created, "verified": [n for n in names if n not in created]})
@@ -198,17 +269,14 @@ async def topics_ensure(as_json: JsonOpt = False) -> None:
 
 @topics_app.command("describe")
 @run_async
-async def topics_describe(as_json: JsonOpt = False) -> None:
+async def topics_describe(
+    as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None
+) -> None:
     """Partitions and key configs of the topic set."""
-    from turnlog.topics import TopicSet, admin_client, describe
+    from turnlog.topics import TopicSet, describe
 
     topics = TopicSet.from_settings(STATE.settings)
-    admin = admin_client(STATE.settings.bootstrap_servers)
-    try:
-        await admin.start()
-        found = await describe(admin, [s.name for s in topics.specs()])
-    finally:
-        await admin.close()
+    found = await _with_admin(lambda admin: describe(admin, [s.name for s in topics.specs()]))
     keys = ("cleanup.policy", "retention.ms", "min.insync.replicas")
     rows = [
         {
@@ -263,16 +331,72 @@ def version() -> None:
     out.print(__version__)
 
 
-def install_stop_signals(stop: Callable[[], None]) -> None:
-    """SIGTERM and SIGINT ask a long-running verb to finish its batch and leave cleanly."""
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop)
+class Interrupts:
+    """SIGINT and SIGTERM for a long-running verb, installed before it does anything else.
+
+    The first signal asks every registered component to finish its batch, commit and leave
+    (``on_stop``); a signal before any is registered, a second signal, or a component still
+    busy after ``grace`` seconds (a restore, a catch-up: they do not look at the stop flag)
+    cancels the verb instead, which then exits 130 with one line. If even the cancellation
+    cannot finish within ``grace`` (a client stuck waiting on a lock), the process leaves at
+    once: what it had not committed is redone by the next owner, as after a crash.
+    """
+
+    def __init__(self, grace: float = 10.0) -> None:
+        self.signal: int | None = None
+        self._grace = grace
+        self._stops: list[Callable[[], None]] = []
+        self._task = asyncio.current_task()
+        self._cancelled = False
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._received, sig)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def on_stop(self, stop: Callable[[], None]) -> None:
+        """Register a graceful stop; called at once if a signal already came."""
+        self._stops.append(stop)
+        if self.signal is not None:
+            stop()
+
+    def _received(self, sig: int) -> None:
+        if self.signal is not None or not self._stops:
+            self.signal = self.signal or sig
+            self._cancel()
+            return
+        self.signal = sig
+        for stop in self._stops:
+            stop()
+        asyncio.get_running_loop().call_later(self._grace, self._cancel)
+
+    def _cancel(self) -> None:
+        if self._task is None or self._task.done():
+            return
+        if self._cancelled:
+            self._abandon()
+            return
+        self._cancelled = True
+        self._task.cancel()
+        asyncio.get_running_loop().call_later(self._grace, self._abandon)
+
+    def _abandon(self) -> None:
+        if self._task is None or self._task.done():
+            return
+        err.print("[red]error:[/red] interrupted; left without a clean stop", highlight=False)
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED)
 
 
 def main() -> None:
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    app()
+    try:
+        app()
+    except KeyboardInterrupt:  # before a verb's own handling began
+        err.print("[red]error:[/red] interrupted", highlight=False)
+        sys.exit(EXIT_INTERRUPTED)
 
 
 # The data verbs live in cli_data to keep this module readable; importing registers them.

@@ -22,11 +22,13 @@ from turnlog.cli import (
     EXIT_REFUSED,
     EXIT_USAGE,
     STATE,
+    BrokerTimeoutOpt,
+    Interrupted,
+    Interrupts,
     JsonOpt,
     _fail,
     app,
     err,
-    install_stop_signals,
     out,
     print_json,
     run_async,
@@ -103,15 +105,26 @@ def open_for_reading(settings: Settings) -> Iterator[tuple[Any, bool]]:
         store.close()
 
 
-async def _caught_up(store: Any) -> None:
+async def _caught_up(store: Any) -> int:
+    """Apply what the store has not yet applied, riding out an unreachable broker (a retry
+    goes on from the offsets the store already holds: each batch was written with them)."""
+    from turnlog.producers.pauses import ride_out
     from turnlog.projections.projector import CheckpointProjector
     from turnlog.topics import TopicSet
 
     settings = STATE.settings
-    async with CheckpointProjector(
-        settings.bootstrap_servers, store, TopicSet.from_settings(settings)
-    ) as projector:
-        await projector.catch_up()
+
+    async def attempt() -> int:
+        projector = CheckpointProjector(
+            settings.bootstrap_servers, store, TopicSet.from_settings(settings)
+        )
+        try:
+            await projector.start()
+            return await projector.catch_up()
+        finally:
+            await projector.stop()
+
+    return await ride_out(attempt, settings=settings)
 
 
 def _freshness(store: Any) -> str:
@@ -130,22 +143,42 @@ async def pause(
     interaction: Annotated[
         str | None, typer.Option(help="Defaults to the checkpoint's name.")
     ] = None,
-    ttl: Annotated[int | None, typer.Option(help="Window in seconds.")] = None,
+    ttl: Annotated[int | None, typer.Option(help="Window in seconds (at least 1).")] = None,
     as_json: JsonOpt = False,
+    broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
-    """Record a pause from a checkpoint file and print its token."""
-    from turnlog.contracts.checkpoint import TurnCheckpoint
-    from turnlog.producers.pauses import PauseRecorder
+    """Record a pause from a checkpoint file and print its token.
+
+    Everything is checked before Kafka is contacted (exit 2 naming the field): the file, the
+    request, the interaction and the window -- a pause is never written without its token.
+    """
+    from turnlog.errors import PauseInvalid
+    from turnlog.producers.pauses import PauseRecorder, read_checkpoint
 
     try:
-        checkpoint = TurnCheckpoint.decode(checkpoint_file.read_text())
-    except (OSError, ValueError) as exc:
+        raw = checkpoint_file.read_bytes()
+    except OSError as exc:
         raise _fail(f"cannot read checkpoint {checkpoint_file}: {exc}", EXIT_USAGE) from None
-    window = timedelta(seconds=ttl) if ttl else None
-    async with PauseRecorder(STATE.settings, _issuer()) as recorder:
+    try:
+        checkpoint = read_checkpoint(raw)
+    except PauseInvalid as exc:
+        raise _fail(f"checkpoint {checkpoint_file}: {exc}", EXIT_USAGE) from None
+    if ttl is not None and ttl < 1:
+        raise _fail(f"--ttl={ttl}: a pause's window is at least 1 second", EXIT_USAGE)
+    window = timedelta(seconds=ttl) if ttl is not None else None
+    recorder = PauseRecorder(STATE.settings, _issuer())
+    try:
+        recorder.prepare(checkpoint, request_json=request, interaction=interaction, ttl=window)
+    except PauseInvalid as exc:
+        option = {"request_json": "--request", "interaction": "--interaction", "ttl": "--ttl"}
+        name = option.get(exc.field, f"checkpoint {checkpoint_file}: {exc.field}")
+        raise _fail(f"{name}: {exc.detail}", EXIT_USAGE) from None
+    try:
         recorded = await recorder.record(
             checkpoint, request_json=request, interaction=interaction, ttl=window
         )
+    finally:
+        await recorder.close()
     data = {
         "token": recorded.token,
         "token_id": recorded.token_id,
@@ -173,12 +206,16 @@ async def answer(
         str | None, typer.Option(help="Idempotency id (retries reuse it).")
     ] = None,
     as_json: JsonOpt = False,
+    broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
-    """Publish an answer; a bad token or a missing axis is refused before publishing (exit 3)."""
+    """Publish an answer; a bad token, a missing axis, a response nested too deeply or an answer
+    over TURNLOG_MAX_ANSWER_BYTES is refused before publishing (exit 3)."""
     from turnlog.producers.answers import AnswerPublisher
 
     try:
         json.loads(response)
+    except RecursionError:
+        pass  # valid or not, too deep to read: the pre-check refuses it by name (exit 3)
     except ValueError as exc:
         raise _fail(f"--response must be JSON: {exc}", EXIT_USAGE) from None
     publisher = AnswerPublisher(STATE.settings, _verifier())
@@ -203,10 +240,12 @@ async def answer(
 
 @app.command("worker")
 @run_async
-async def worker() -> None:
+async def worker(broker_timeout: BrokerTimeoutOpt = None) -> None:
     """Run the resume worker until SIGTERM/SIGINT (finishes its batch, commits, leaves)."""
+    interrupts = Interrupts()
     from turnlog.consumers.worker import ResumeWorker
     from turnlog.contracts.interactions import default_interactions
+    from turnlog.errors import BrokerUnavailable
     from turnlog.projections.store import Store
 
     settings = STATE.settings
@@ -215,9 +254,14 @@ async def worker() -> None:
         resume = ResumeWorker(
             settings, store=store, verifier=_verifier(), interactions=default_interactions()
         )
-        install_stop_signals(resume.request_stop)
+        interrupts.on_stop(resume.request_stop)
         err.print(f"worker {settings.application_id} on {settings.bootstrap_servers}; Ctrl-C stops")
-        await resume.run()
+        try:
+            await resume.run()
+        except BrokerUnavailable:
+            if interrupts.signal is None:
+                raise
+            raise Interrupted from None  # stopped while it waited for the broker
         s = resume.stats
         err.print(f"stopped: resumed {s.resumed}, rejected {s.rejected}, expired {s.expired}")
     finally:
@@ -226,8 +270,9 @@ async def worker() -> None:
 
 @app.command("project")
 @run_async
-async def project() -> None:
+async def project(broker_timeout: BrokerTimeoutOpt = None) -> None:
     """Follow pauses and consumptions into the local store until SIGTERM/SIGINT."""
+    interrupts = Interrupts()
     from turnlog.projections.projector import CheckpointProjector
     from turnlog.projections.store import Store
     from turnlog.topics import TopicSet
@@ -235,12 +280,13 @@ async def project() -> None:
     settings = STATE.settings
     store = Store.open(projection_dir(settings))
     try:
+        # Catching up does not look at the stop flag: a signal during it cancels (Interrupts).
+        applied = await _caught_up(store)
+        err.print(f"caught up ({applied} records); following")
         async with CheckpointProjector(
             settings.bootstrap_servers, store, TopicSet.from_settings(settings)
         ) as projector:
-            install_stop_signals(projector.request_stop)
-            await projector.catch_up()
-            err.print(f"caught up ({projector.stats.applied} records); following")
+            interrupts.on_stop(projector.request_stop)
             await projector.follow()
     finally:
         store.close()
@@ -248,8 +294,9 @@ async def project() -> None:
 
 @app.command("replay")
 @run_async
-async def replay(as_json: JsonOpt = False) -> None:
+async def replay(as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None) -> None:
     """Rebuild the store from the topics (earliest offsets) and print its digest."""
+    from turnlog.producers.pauses import ride_out
     from turnlog.projections.projector import Progress as Step
     from turnlog.projections.projector import rebuild
     from turnlog.topics import TopicSet
@@ -272,11 +319,15 @@ async def replay(as_json: JsonOpt = False) -> None:
         )
 
     with bar:
-        digest = await rebuild(
-            settings.bootstrap_servers,
-            projection_dir(settings),
-            TopicSet.from_settings(settings),
-            on_progress=report,
+        # A retry after an outage rebuilds from the start: a rebuild is its own fresh store.
+        digest = await ride_out(
+            lambda: rebuild(
+                settings.bootstrap_servers,
+                projection_dir(settings),
+                TopicSet.from_settings(settings),
+                on_progress=report,
+            ),
+            settings=settings,
         )
     elapsed = time.monotonic() - started
     if as_json:
@@ -290,7 +341,7 @@ async def replay(as_json: JsonOpt = False) -> None:
 
 @app.command("pending")
 @run_async
-async def pending(as_json: JsonOpt = False) -> None:
+async def pending(as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None) -> None:
     """Pauses waiting for an answer (unconsumed, window open)."""
     from turnlog.clock import utc_now
 
@@ -318,7 +369,9 @@ async def pending(as_json: JsonOpt = False) -> None:
 @app.command("show")
 @run_async
 async def show(
-    thread: Annotated[str, typer.Argument(help="Thread id.")], as_json: JsonOpt = False
+    thread: Annotated[str, typer.Argument(help="Thread id.")],
+    as_json: JsonOpt = False,
+    broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
     """The latest checkpoint of a thread and its history (oldest first). Exit 1 if unknown."""
     from turnlog.codec import decode
@@ -366,12 +419,14 @@ async def tail(
     max_records: Annotated[int | None, typer.Option("--max", help="Stop after N records.")] = None,
     idle: Annotated[float | None, typer.Option(help="Stop after N idle seconds.")] = None,
     as_json: JsonOpt = False,
+    broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
     """Print records of the resumed or rejections stream (read_committed)."""
     from aiokafka import AIOKafkaConsumer
 
     from turnlog.codec import decode
     from turnlog.errors import DecodeError
+    from turnlog.producers.pauses import ride_out
     from turnlog.records import to_record
     from turnlog.topics import TopicSet
 
@@ -379,14 +434,23 @@ async def tail(
     names = {"resumed": topics.resumed, "rejections": topics.rejections}
     if stream not in names:
         raise _fail(f"tail takes 'resumed' or 'rejections', not {stream!r}", EXIT_USAGE)
-    consumer = AIOKafkaConsumer(
-        names[stream],
-        bootstrap_servers=STATE.settings.bootstrap_servers,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest" if from_beginning else "latest",
-    )
-    await consumer.start()
+
+    async def started() -> Any:
+        consumer = AIOKafkaConsumer(
+            names[stream],
+            bootstrap_servers=STATE.settings.bootstrap_servers,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest" if from_beginning else "latest",
+        )
+        try:
+            await consumer.start()
+        except BaseException:
+            await consumer.stop()
+            raise
+        return consumer
+
+    consumer = await ride_out(started, settings=STATE.settings)
     seen = 0
     try:
         while max_records is None or seen < max_records:
@@ -432,8 +496,10 @@ async def forget(
     thread: Annotated[str, typer.Argument(help="Thread id.")],
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False,
     as_json: JsonOpt = False,
+    broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
-    """Write tombstones for every key of a thread on the compacted topics."""
+    """Write tombstones for every key of a thread on the compacted topics (exit 1, saying how
+    many, if any tombstone was not delivered: run it again)."""
     from turnlog.forget import forget_thread
     from turnlog.topics import TopicSet
 
@@ -449,7 +515,7 @@ async def forget(
 
 @app.command("demo")
 @run_async
-async def demo() -> None:
+async def demo(broker_timeout: BrokerTimeoutOpt = None) -> None:
     """Pause → answer → resume on the local broker, with the refusals and a rebuild."""
     from turnlog.demo import run_demo
 

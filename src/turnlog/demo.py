@@ -33,7 +33,7 @@ from turnlog.contracts.interactions import default_interactions
 from turnlog.contracts.refusals import Refused
 from turnlog.errors import TurnlogError
 from turnlog.producers.answers import AnswerPublisher
-from turnlog.producers.pauses import PauseRecorder
+from turnlog.producers.pauses import PauseRecorder, ride_out
 from turnlog.projections.projector import CheckpointProjector, rebuild
 from turnlog.projections.reader import LogReader
 from turnlog.projections.store import Store
@@ -106,12 +106,17 @@ async def run_demo(base: Settings, console: Console) -> None:
     step = _Steps(console)
     try:
         step("Topics", f"creating the topic set with prefix [bold]{settings.topic_prefix}[/bold]")
-        admin = admin_client(settings.bootstrap_servers)
-        try:
-            await admin.start()
-            created = await ensure_topics(admin, topics)
-        finally:
-            await admin.close()
+
+        async def create() -> list[str]:
+            admin = admin_client(settings.bootstrap_servers)
+            try:
+                await admin.start()
+                return await ensure_topics(admin, topics)
+            finally:
+                await admin.close()
+
+        # An absent broker is waited for (broker_timeout_seconds), then BrokerUnavailable.
+        created = await ride_out(create, settings=settings)
         console.print("  " + ", ".join(created))
 
         private_pem, _ = generate_ed25519("demo-key")

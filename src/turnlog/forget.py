@@ -8,10 +8,15 @@ The resumed and rejections streams are not compacted; their records age out with
 
 from __future__ import annotations
 
-from aiokafka import AIOKafkaProducer, TopicPartition
+import asyncio
+from typing import Any
 
-from turnlog.errors import DecodeError
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from turnlog.errors import DecodeError, DeliveryFailed
 from turnlog.partitioning import partition_for, split_key
+from turnlog.producers.pauses import request_timeout_ms, ride_out
 from turnlog.projections.reader import LogReader, Record
 from turnlog.settings import Settings
 from turnlog.topics import TopicSet
@@ -49,19 +54,49 @@ async def thread_keys(
 
 
 async def forget_thread(settings: Settings, topics: TopicSet, thread_id: str) -> dict[str, int]:
-    """Write the tombstones; returns how many per topic."""
-    keys = await thread_keys(settings, topics, thread_id)
-    producer = AIOKafkaProducer(
-        bootstrap_servers=settings.bootstrap_servers, enable_idempotence=True, acks="all"
-    )
-    await producer.start()
+    """Write the tombstones; returns how many per topic.
+
+    Every send is awaited: a tombstone that was not acknowledged leaves the thread's content on
+    the log, which must be said (:class:`DeliveryFailed` with how many failed) rather than
+    reported as forgotten. Running ``forget`` again is safe: a tombstone is idempotent. An
+    unreachable broker is ridden out for ``settings.broker_timeout_seconds`` before anything is
+    sent; the tombstones themselves are not retried silently.
+    """
+    keys = await ride_out(lambda: thread_keys(settings, topics, thread_id), settings=settings)
+
+    async def open_producer() -> tuple[AIOKafkaProducer, int]:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=settings.bootstrap_servers,
+            enable_idempotence=True,
+            acks="all",
+            request_timeout_ms=request_timeout_ms(settings),
+        )
+        try:
+            await producer.start()
+            partitions = len(await producer.partitions_for(topics.pauses))
+        except BaseException:
+            await producer.stop()
+            raise
+        return producer, partitions
+
+    producer, partitions = await ride_out(open_producer, settings=settings)
+    failures: list[BaseException] = []
+    total = 0
     try:
-        partitions = len(await producer.partitions_for(topics.pauses))
         p = partition_for(thread_id, partitions)
+        deliveries: list[asyncio.Future[Any]] = []
         for topic, topic_keys in keys.items():
             for key in sorted(topic_keys):
-                await producer.send(topic, None, key=key, partition=p)
-        await producer.flush()
+                total += 1
+                try:
+                    deliveries.append(await producer.send(topic, None, key=key, partition=p))
+                except KafkaError as exc:
+                    failures.append(exc)
+        for outcome in await asyncio.gather(*deliveries, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                failures.append(outcome)
     finally:
         await producer.stop()
+    if failures:
+        raise DeliveryFailed(len(failures), total, "tombstones", failures[0])
     return {topic: len(topic_keys) for topic, topic_keys in keys.items()}

@@ -7,10 +7,7 @@ what a shell sees: stdout, stderr and the exit code.
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,60 +15,12 @@ import pytest
 
 from tests.conftest import Names
 from tests.deployment import sample_checkpoint
-
-EXIT_REFUSED, EXIT_BROKER = 3, 4
-
-
-class Cli:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-
-    def __call__(
-        self, *args: str, check: int | None = 0, timeout: float = 60
-    ) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(
-            [sys.executable, "-m", "turnlog", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if check is not None:
-            assert result.returncode == check, (
-                args,
-                result.returncode,
-                result.stdout,
-                result.stderr,
-            )
-        return result
-
-    def json(self, *args: str) -> object:
-        return json.loads(self(*args, "--json").stdout)
-
-    def spawn(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [sys.executable, "-m", "turnlog", *args],
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+from tests.integration.cli_support import EXIT_BROKER, EXIT_REFUSED, Cli, cli_env
 
 
 @pytest.fixture
 def cli(bootstrap: str, names: Names, tmp_path: Path) -> Iterator[Cli]:
-    env = {
-        **os.environ,
-        "TURNLOG_BOOTSTRAP_SERVERS": bootstrap,
-        "TURNLOG_TOPIC_PREFIX": names.prefix,
-        "TURNLOG_APPLICATION_ID": names.app,
-        "TURNLOG_STATE_DIR": str(tmp_path / "state"),
-        "TURNLOG_KEYS_DIR": str(tmp_path / "keys"),
-        "TURNLOG_PARTITIONS": "3",
-        "TURNLOG_COMMIT_INTERVAL_MS": "50",
-    }
-    yield Cli(env)
+    yield Cli(cli_env(bootstrap, names.prefix, names.app, tmp_path))
 
 
 def test_the_whole_tour(cli: Cli, tmp_path: Path) -> None:
@@ -154,7 +103,15 @@ def test_the_whole_tour(cli: Cli, tmp_path: Path) -> None:
 
 
 def test_unreachable_broker_is_one_line_and_exit_4(cli: Cli) -> None:
-    result = cli("--bootstrap-servers", "127.0.0.1:1", "topics", "ensure", check=EXIT_BROKER)
+    result = cli(
+        "--bootstrap-servers",
+        "127.0.0.1:1",
+        "--broker-timeout",
+        "1",
+        "topics",
+        "ensure",
+        check=EXIT_BROKER,
+    )
     assert result.stderr.count("\n") == 1 and "not reachable" in result.stderr
 
 
