@@ -40,6 +40,7 @@ from turnlog.partitioning import SEPARATOR, answer_key, consumption_key, partiti
 from turnlog.projections.projector import Spent
 from turnlog.projections.reader import Record
 from turnlog.tokens import PauseClaims, TokenVerifier, peek_claims
+from turnlog.tokens.peek import ParsedToken, parse_token
 from turnlog.topics import TopicSet
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,13 @@ class AnswerHandler:
         misrouted = self._misrouted(record, answer)
         if misrouted is not None:
             return self._reject(record, misrouted, now, answer=answer)
-        token_id = _token_id(answer.token)
+        # The token is parsed once: its unverified id picks the ledger row (a retry is
+        # recognised before any signature work), and the same parse is then verified.
+        try:
+            parsed: ParsedToken | Refused = parse_token(answer.token)
+        except Refused as refused:
+            parsed = refused
+        token_id = _jti(parsed.payload) if isinstance(parsed, ParsedToken) else None
         ledger: LedgerState | None = None
         if token_id is not None:
             ledger = pending.get(token_id)
@@ -187,11 +194,16 @@ class AnswerHandler:
                 ledger = self.view.ledger(token_id)
         if is_replay(answer, ledger):
             return Handled(duplicate=True)  # a retry of the answer that resumed: nothing new
-        try:
-            verified: PauseClaims | Refused = self.verifier.verify(answer.token, now)
-        except Refused as refused:
-            verified = refused
+        verified: PauseClaims | Refused = (
+            parsed if isinstance(parsed, Refused) else self._verify(parsed, now)
+        )
         return _Checked(answer, token_id, ledger, verified)
+
+    def _verify(self, parsed: ParsedToken, now: datetime) -> PauseClaims | Refused:
+        try:
+            return self.verifier.verify_parsed(parsed, now)
+        except Refused as refused:
+            return refused
 
     def _misrouted(self, record: Record, answer: AnswerSubmitted) -> Refusal | None:
         if not answer.thread_id:
@@ -351,9 +363,13 @@ def _key_thread(key: bytes | None) -> str | None:
 def _token_id(token: str) -> str | None:
     """The token id the token *claims*, unverified: only a ledger key to look up."""
     try:
-        jti = peek_claims(token).get("jti")
-    except (Refused, RecursionError, TypeError):
+        return _jti(peek_claims(token))
+    except Refused:
         return None
+
+
+def _jti(payload: Mapping[str, Any]) -> str | None:
+    jti = payload.get("jti")
     if not isinstance(jti, str) or not jti or len(jti) > _TOKEN_ID_CHARS:
         return None
     try:
