@@ -5,22 +5,41 @@ An agent worker iterates :class:`ResumedTurns` and continues each turn through i
 handling of it returns, so a worker that crashes mid-turn gets the turn again (at-least-once
 downstream; the resume itself happened exactly once upstream). The history handed to the
 callable already holds the answer: there is no way to enter the agent first and rehydrate after.
+
+A downstream worker rides out its broker: an unreachable broker is retried with backoff, logged
+once when it goes and once when it is back, and the iteration continues where it was; only an
+outage longer than ``settings.broker_timeout_seconds`` ends it, with :class:`BrokerUnavailable`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import CommitFailedError, IllegalStateError
 
 from turnlog.codec import decode
 from turnlog.contracts.events import AskUserAnswered, PauseExpired, TurnResumed
-from turnlog.errors import DecodeError
+from turnlog.errors import BrokerUnavailable, DecodeError
+from turnlog.projections.reader import (
+    BROKER_TROUBLE,
+    BrokerOutage,
+    broker_reachable,
+    close_consumer,
+)
 from turnlog.settings import Settings
 from turnlog.topics import TopicSet
+
+log = logging.getLogger(__name__)
+
+#: A commit the group refused because membership changed (or the partition was just taken).
+_REBALANCED = (CommitFailedError, IllegalStateError)
+_GIVE_UP: tuple[type[BaseException], ...] = (*BROKER_TROUBLE, BrokerUnavailable)
 
 
 def history_dicts(turn: TurnResumed) -> list[dict[str, Any]]:
@@ -71,6 +90,19 @@ def history_langchain(turn: TurnResumed) -> list[Any]:
     return messages
 
 
+class _Joined(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Set once the group has given this member its first assignment (possibly empty)."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        pass
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.event.set()
+
+
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """One downstream record: a resumed turn, or the news that a pause expired unanswered."""
@@ -85,6 +117,11 @@ class ResumedTurns:
 
     ``async for turn in turns`` commits a turn's offset when the loop asks for the next one, i.e.
     after the body handled it. Undecodable records are skipped and counted, never raised.
+
+    A commit the group refuses because it rebalanced meanwhile (a long outage ends the member's
+    session) is kept and made again once the partition is back; the consumer, positioned at the
+    group's older offset, then fetches turns this iterator already handed out, and those are
+    passed over, so a turn is not handed out twice by one iterator.
     """
 
     def __init__(
@@ -95,12 +132,27 @@ class ResumedTurns:
         topics: TopicSet | None = None,
         include_expired: bool = False,
         from_beginning: bool = True,
+        probe_seconds: float = 1.0,
+        call_timeout: float = 10.0,
     ) -> None:
         self.topics = topics or TopicSet.from_settings(settings)
         self.include_expired = include_expired
         self.skipped = 0
+        self.outage = BrokerOutage(settings.broker_timeout_seconds, "resumed turns", log)
+        self._bootstrap = settings.bootstrap_servers
+        self._probe_seconds = probe_seconds
+        self._call_timeout = call_timeout
+        self._heard_at = 0.0
+        #: Per partition, the offset after the last record handed out and handled here.
+        self._handled: dict[TopicPartition, int] = {}
+        #: Handled offsets whose commit has not gone through yet.
+        self._uncommitted: dict[TopicPartition, int] = {}
+        #: Of those, the ones the group refused once: checked against its offset before retrying.
+        self._refused: set[TopicPartition] = set()
+        # Subscribed after start: start() then only connects, which fails fast and can be
+        # retried, and the join is waited for where an outage can be noticed.
+        self._joined = _Joined()
         self._consumer = AIOKafkaConsumer(
-            self.topics.resumed,
             bootstrap_servers=settings.bootstrap_servers,
             group_id=group_id,
             client_id=f"turnlog-resumed-{uuid.uuid4().hex[:6]}",
@@ -111,14 +163,36 @@ class ResumedTurns:
         self._started = False
 
     async def start(self) -> None:
-        if not self._started:
-            await self._consumer.start()
-            self._started = True
+        """Join the group, waiting out an unreachable broker (up to the outage budget)."""
+        if self._started:
+            return
+        loop = asyncio.get_running_loop()
+        while True:
+            began = loop.time()
+            try:
+                await self._consumer.start()
+                break
+            except BROKER_TROUBLE as exc:
+                await asyncio.sleep(self.outage.failed(exc, began))
+        self._started = True
+        self._consumer.subscribe([self.topics.resumed], listener=self._joined)
+        while not self._joined.event.is_set():
+            try:
+                await asyncio.wait_for(self._joined.event.wait(), self._probe_seconds)
+            except TimeoutError:
+                await self._probe()
+        self._heard()
 
     async def stop(self) -> None:
-        if self._started:
-            self._started = False
-            await self._consumer.stop()
+        """Leave the group; a handled turn whose commit is still owed gets one bounded try."""
+        if self._started and self._uncommitted and not self.outage.down:
+            try:
+                await asyncio.wait_for(self._commit_owed(), self._call_timeout)
+            except _GIVE_UP as exc:
+                owed = self._uncommitted
+                log.warning("resumed turns: offsets %s left uncommitted: %s", owed, exc)
+        self._started = False
+        await close_consumer(self._consumer)
 
     async def __aenter__(self) -> ResumedTurns:
         await self.start()
@@ -130,8 +204,10 @@ class ResumedTurns:
     async def deliveries(self) -> AsyncIterator[Delivery]:
         await self.start()
         while True:
-            record = await self._consumer.getone()
+            record = await self._next()
             tp = TopicPartition(record.topic, record.partition)
+            if record.offset < self._handled.get(tp, 0):
+                continue  # handed out and handled here before; its commit is owed, not lost
             try:
                 event = decode(record.value) if record.value is not None else None
             except DecodeError:
@@ -143,7 +219,77 @@ class ResumedTurns:
             elif not isinstance(event, PauseExpired):
                 self.skipped += 1
             # Reached only when the caller asks for the next item: its handling is done.
-            await self._consumer.commit({tp: record.offset + 1})
+            self._handled[tp] = self._uncommitted[tp] = record.offset + 1
+            await self._commit_owed()
+
+    # -- riding out the broker ------------------------------------------------------------------
+
+    def _heard(self) -> None:
+        self._heard_at = asyncio.get_running_loop().time()
+        self.outage.ok()
+
+    async def _commit_owed(self) -> None:
+        """Commit the owed offsets of the partitions held now, waiting out an outage.
+
+        A commit refused because the group rebalanced stays owed: the next poll rejoins, and it
+        is made after that -- unless the group's offset has meanwhile moved past it (another
+        member held the partition and went further), which it must never be moved back from.
+        """
+        loop = asyncio.get_running_loop()
+        while True:
+            held = self._consumer.assignment()
+            offsets = {tp: o for tp, o in self._uncommitted.items() if tp in held}
+            if not offsets:
+                return
+            began = loop.time()
+            try:
+                for tp in self._refused & offsets.keys():
+                    group_at = await asyncio.wait_for(
+                        self._consumer.committed(tp), self._call_timeout
+                    )
+                    self._refused.discard(tp)
+                    if group_at is not None and group_at >= offsets[tp]:
+                        del offsets[tp], self._uncommitted[tp]
+                if offsets:
+                    await asyncio.wait_for(self._consumer.commit(offsets), self._call_timeout)
+            except _REBALANCED as exc:
+                log.info(
+                    "resumed turns: commit %s refused (%s); retried after the rejoin", offsets, exc
+                )
+                self._refused.update(offsets)
+                return
+            except BROKER_TROUBLE as exc:
+                await asyncio.sleep(self.outage.failed(exc, began))
+                continue
+            self._heard()
+            for tp, offset in offsets.items():
+                if self._uncommitted.get(tp) == offset:
+                    del self._uncommitted[tp]
+            return
+
+    async def _next(self) -> Any:
+        """The next record. A fetch comes back empty whether the broker is idle or gone
+        (aiokafka retries inside it), so a quiet iterator asks the broker itself."""
+        while True:
+            batch = await self._consumer.getmany(timeout_ms=500, max_records=1)
+            for records in batch.values():
+                if records:
+                    self._heard()
+                    return records[0]
+            if self._uncommitted:
+                await self._commit_owed()
+            quiet = asyncio.get_running_loop().time() - self._heard_at
+            if self.outage.down or quiet >= self._probe_seconds:
+                await self._probe()
+
+    async def _probe(self) -> None:
+        """Ask the broker whether it is there; if not, count it and wait the backoff."""
+        began = asyncio.get_running_loop().time()
+        if await broker_reachable(self._consumer, self._call_timeout):
+            self._heard()
+        else:
+            gone = BrokerUnavailable(f"no answer from {self._bootstrap}")
+            await asyncio.sleep(self.outage.failed(gone, began))
 
     def __aiter__(self) -> AsyncIterator[TurnResumed | PauseExpired]:
         return self._events()

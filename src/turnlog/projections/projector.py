@@ -5,30 +5,44 @@ every partition it touched, so a crash at any moment leaves data and offsets agr
 continues from the stored offsets and applies nothing twice. Bytes that are not a turnlog record
 are counted, logged with their partition and offset, and skipped -- one bad record on a topic
 must never stop the projection of everything behind it.
+
+A projector rides out its broker: while the broker is unreachable it keeps retrying with
+backoff, says so once when the broker goes and once when it is back, and continues from the
+positions it had -- the consumer's positions, like the store's offsets, do not move while
+nothing is fetched, so nothing is skipped and nothing applied twice. Only an outage longer than
+its budget (``Settings.broker_timeout_seconds``) ends it, with :class:`BrokerUnavailable`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 from aiokafka import TopicPartition
 
 from turnlog.codec import decode
 from turnlog.contracts.events import PauseRecorded, TokenConsumed
-from turnlog.errors import DecodeError
+from turnlog.errors import BrokerUnavailable, DecodeError
 from turnlog.partitioning import split_key
-from turnlog.projections.reader import LogReader, Record
+from turnlog.projections.reader import BROKER_TROUBLE, BrokerOutage, LogReader, Record
 from turnlog.projections.store import Batch, LedgerEntry, Store
+from turnlog.settings import Settings
 from turnlog.topics import TopicSet
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: The outage budget when none is given: the settings' default.
+DEFAULT_BROKER_TIMEOUT = Settings().broker_timeout_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +178,9 @@ class CheckpointProjector:
     """Follows pauses and consumptions (read_committed) into a store.
 
     ``partitions`` limits the projection to some partitions (a worker owns only some); by default
-    every partition of the topics is projected.
+    every partition of the topics is projected. ``broker_timeout`` is how long an unreachable
+    broker is waited for (pass ``settings.broker_timeout_seconds``); ``probe_seconds`` how long
+    the projector may hear nothing before it asks the broker whether it is still there.
     """
 
     def __init__(
@@ -175,13 +191,21 @@ class CheckpointProjector:
         *,
         partitions: Iterable[int] | None = None,
         on_progress: Callable[[Progress], None] | None = None,
+        broker_timeout: float = DEFAULT_BROKER_TIMEOUT,
+        probe_seconds: float = 1.0,
+        call_timeout: float = 10.0,
     ) -> None:
         self.store = store
         self.topics = topics
         self.applier = StoreApplier(store, topics)
+        self.outage = BrokerOutage(broker_timeout, "projector", log)
+        self._bootstrap = bootstrap_servers
         self._partitions = None if partitions is None else sorted(set(partitions))
         self._reader = LogReader(bootstrap_servers, client_id="turnlog-projector")
         self._on_progress = on_progress
+        self._probe_seconds = probe_seconds
+        self._call_timeout = call_timeout
+        self._heard_at = 0.0
         self._stop = asyncio.Event()
 
     @property
@@ -189,6 +213,18 @@ class CheckpointProjector:
         return self.applier.stats
 
     async def start(self) -> None:
+        """Connect and position every partition at the store's offsets, waiting out an outage."""
+        loop = asyncio.get_running_loop()
+        while True:
+            began = loop.time()
+            try:
+                await asyncio.wait_for(self._start_once(), self._call_timeout * 4)
+                break
+            except BROKER_TROUBLE as exc:
+                await self._wait_out(exc, began)
+        self._heard()
+
+    async def _start_once(self) -> None:
         await self._reader.start()
         parts = self._partitions
         if parts is None:
@@ -215,31 +251,98 @@ class CheckpointProjector:
         self._stop.set()
 
     async def catch_up(self, timeout: float = 600.0) -> int:
-        """Apply everything committed up to the ends as of now; report progress as it goes."""
-        ends = await self._reader.end_offsets()
-        started = time.monotonic()
-        total = 0
+        """Apply everything committed up to the ends as of now; report progress as it goes.
 
-        async def apply(records: Sequence[Record]) -> None:
-            nonlocal total
+        Completion is decided by positions, never by a quiet period. ``timeout`` bounds the
+        whole catch-up; an outage inside it is waited out (within the outage budget).
+        """
+        ends = await self._broker(self._reader.end_offsets)
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        total = 0
+        while True:
+            positions = {tp: await self._position(tp) for tp in ends}
+            behind = [tp for tp, end in ends.items() if positions[tp] < end]
+            if not behind:
+                return total
+            if loop.time() > deadline:
+                raise BrokerUnavailable(
+                    f"catch-up did not reach the end of {behind} within {timeout:.0f}s"
+                )
+            records = await self._poll(200)
+            if not records:
+                continue
             self.applier.apply_now(records)
             total += len(records)
             if self._on_progress is not None:
                 remaining = 0
                 for tp, end in ends.items():
-                    remaining += max(0, end - await self._reader.position(tp))
+                    remaining += max(0, end - await self._position(tp))
                 elapsed = max(time.monotonic() - started, 1e-6)
                 self._on_progress(Progress(total, remaining, total / elapsed))
 
-        await self._reader.read_to_end(apply, ends=ends, timeout=timeout)
-        return total
-
     async def follow(self, poll_ms: int = 200) -> None:
-        """Apply new records as they are committed, until :meth:`request_stop`."""
+        """Apply new records as they are committed, until :meth:`request_stop`.
+
+        Returns only when asked to; raises :class:`BrokerUnavailable` when the broker stayed
+        unreachable for longer than the outage budget.
+        """
         while not self._stop.is_set():
-            records = await self._reader.poll(timeout_ms=poll_ms)
+            records = await self._poll(poll_ms)
             if records:
                 self.applier.apply_now(records)
+
+    # -- riding out the broker ------------------------------------------------------------------
+
+    def _heard(self) -> None:
+        self._heard_at = asyncio.get_running_loop().time()
+        self.outage.ok()
+
+    async def _wait_out(self, exc: BaseException, began: float | None = None) -> None:
+        """Count a failed attempt (raising past the budget) and wait its backoff, or less if
+        a stop is requested."""
+        delay = self.outage.failed(exc, began)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._stop.wait(), delay)
+
+    async def _broker(self, call: Callable[[], Awaitable[T]], *, remote: bool = True) -> T:
+        """One broker call, bounded in time and repeated until the broker answers it.
+
+        ``remote=False``: a call that is usually answered locally (a known position), so its
+        success says nothing about the broker and must not end an outage.
+        """
+        loop = asyncio.get_running_loop()
+        while True:
+            began = loop.time()
+            try:
+                result = await asyncio.wait_for(call(), self._call_timeout)
+            except BROKER_TROUBLE as exc:
+                await self._wait_out(exc, began)
+                continue
+            if remote:
+                self._heard()
+            return result
+
+    async def _position(self, tp: TopicPartition) -> int:
+        # Known locally once a partition is positioned; a lookup only after a reset.
+        return await self._broker(lambda: self._reader.position(tp), remote=False)
+
+    async def _poll(self, poll_ms: int) -> list[Record]:
+        """One fetch. A fetch says nothing about the broker when it comes back empty (aiokafka
+        retries an unreachable broker inside it), so a quiet projector asks the broker itself."""
+        records = await self._reader.poll(timeout_ms=poll_ms)
+        if records:
+            self._heard()
+            return records
+        now = asyncio.get_running_loop().time()
+        if self.outage.down or now - self._heard_at >= self._probe_seconds:
+            if await self._reader.reachable(self._call_timeout):
+                self._heard()
+            else:
+                gone = BrokerUnavailable(f"no answer from {self._bootstrap}")
+                await self._wait_out(gone, now)
+        return []
 
 
 async def rebuild(

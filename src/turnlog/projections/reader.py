@@ -4,17 +4,120 @@ No consumer group: a projection decides for itself which partitions it reads and
 starts (its own stored offsets), exactly as a changelog restore does. Always ``read_committed``:
 a record of an aborted or still-open transaction must never reach a store, or a zombie's
 half-written batch would become a fact.
+
+Also what a long-running reader needs to ride out its broker: aiokafka never says that the
+broker has gone -- a fetch just comes back empty, a commit or an offset lookup waits, a new
+client fails to bootstrap -- so a reader probes with a metadata request when it has heard
+nothing for a while, and :class:`BrokerOutage` turns the answers into one line when the broker
+goes, one when it is back, and :class:`BrokerUnavailable` once the outage outlasts its budget.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
 
 from turnlog.errors import BrokerUnavailable, StoreError
+
+#: What an unreachable broker raises from a client call (retried through an outage), as
+#: opposed to a refusal or a bug. ``TimeoutError`` is a call that did not finish in time.
+BROKER_TROUBLE: tuple[type[BaseException], ...] = (KafkaError, OSError, TimeoutError)
+#: The longest wait between two attempts to reach a broker that has gone.
+MAX_BACKOFF_SECONDS = 2.0
+
+
+class BrokerOutage:
+    """One line when the broker goes, one when it is back, and a budget for how long it may be gone.
+
+    ``failed`` is called for every attempt that could not reach the broker and returns how long
+    to wait before the next (0.2 s doubling up to :data:`MAX_BACKOFF_SECONDS`); past the budget
+    it raises :class:`BrokerUnavailable` instead. ``ok`` is called for every sign of life. Only
+    the first failure and the first sign of life after it are logged: a reader retrying every
+    two seconds for five minutes must not write 150 lines.
+    """
+
+    def __init__(self, budget_seconds: float, who: str, logger: logging.Logger) -> None:
+        self.budget_seconds = budget_seconds
+        self.who = who
+        self.outages = 0
+        self._log = logger
+        self._since: float | None = None
+        self._backoff = 0.0
+
+    @property
+    def down(self) -> bool:
+        return self._since is not None
+
+    def failed(self, exc: BaseException, began: float | None = None) -> float:
+        """``began``: when the failed attempt started (loop time), if it took a while -- a call
+        that timed out -- so the outage is dated from then rather than from its timeout."""
+        now = asyncio.get_running_loop().time()
+        why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if self._since is None:
+            self._since = now if began is None else min(began, now)
+            self.outages += 1
+            self._log.warning(
+                "%s: broker unreachable (%s); retrying for up to %.0fs",
+                self.who,
+                why,
+                self.budget_seconds,
+            )
+        elif now - self._since > self.budget_seconds:
+            raise BrokerUnavailable(
+                f"{self.who}: the broker has been unreachable for {now - self._since:.0f}s "
+                f"(budget {self.budget_seconds:.0f}s, TURNLOG_BROKER_TIMEOUT); last error: {why}"
+            ) from exc
+        self._backoff = min(MAX_BACKOFF_SECONDS, max(0.2, self._backoff * 2))
+        return self._backoff
+
+    def ok(self) -> None:
+        if self._since is not None:
+            took = asyncio.get_running_loop().time() - self._since
+            self._log.warning("%s: broker reachable again after %.1fs; continuing", self.who, took)
+            self._since = None
+        self._backoff = 0.0
+
+
+async def broker_reachable(consumer: AIOKafkaConsumer, timeout: float) -> bool:
+    """Whether a metadata request through ``consumer``'s client is answered within ``timeout``.
+
+    The cheapest question a broker answers, and one aiokafka reports instead of retrying: its
+    metadata update returns False when no known broker could be reached.
+    """
+    client: Any = consumer._client
+    try:
+        return bool(await asyncio.wait_for(client.force_metadata_update(), timeout))
+    except BROKER_TROUBLE:
+        return False
+
+
+async def close_consumer(consumer: AIOKafkaConsumer) -> None:
+    """``consumer.stop()``, finished even when the broker is unreachable.
+
+    aiokafka 0.14's fetcher cancels its in-flight fetch tasks on close and awaits them; a task
+    cancelled while it sleeps off a failed fetch (an unreachable broker) re-raises the
+    ``CancelledError`` out of ``stop()``, leaving the rest of the fetcher and the client's
+    connections open. That error is not ours to propagate unless this task is being cancelled.
+    """
+    try:
+        await consumer.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        fetcher: Any = consumer._fetcher
+        for pending in list(getattr(fetcher, "_pending_tasks", ())):
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await pending
+        client: Any = consumer._client
+        await client.close()
 
 
 class Record(Protocol):
@@ -68,9 +171,14 @@ class LogReader:
             self._started = True
 
     async def stop(self) -> None:
-        if self._started:
-            self._started = False
-            await self._consumer.stop()
+        # Also after a start that failed half-way (the broker went): the client it opened
+        # must be closed, and an unreachable broker must not make stopping raise.
+        self._started = False
+        await close_consumer(self._consumer)
+
+    async def reachable(self, timeout: float = 10.0) -> bool:
+        """Whether the broker answers a metadata request within ``timeout`` (the outage probe)."""
+        return await broker_reachable(self._consumer, timeout)
 
     async def __aenter__(self) -> LogReader:
         await self.start()
