@@ -351,14 +351,21 @@ async def rebuild(
     topics: TopicSet,
     *,
     on_progress: Callable[[Progress], None] | None = None,
+    broker_timeout: float = DEFAULT_BROKER_TIMEOUT,
 ) -> str:
-    """Drop the store and replay the compacted topics from the earliest offsets; its digest."""
+    """Drop the store and replay the compacted topics from the earliest offsets; its digest.
+
+    An outage during the replay is waited out for up to ``broker_timeout`` seconds."""
     if state_dir.exists():  # noqa: ASYNC240 - once, before anything runs
         await asyncio.to_thread(shutil.rmtree, state_dir)
     store = Store.open(state_dir)
     try:
         async with CheckpointProjector(
-            bootstrap_servers, store, topics, on_progress=on_progress
+            bootstrap_servers,
+            store,
+            topics,
+            on_progress=on_progress,
+            broker_timeout=broker_timeout,
         ) as projector:
             await projector.catch_up()
         return store.digest()
