@@ -48,7 +48,7 @@ from turnlog.contracts.resume import LedgerState
 from turnlog.errors import BrokerUnavailable
 from turnlog.partitioning import consumption_key, partition_for
 from turnlog.projections.projector import Spent, StoreApplier
-from turnlog.projections.reader import LogReader, Record
+from turnlog.projections.reader import BrokerOutage, LogReader, Record, close_consumer
 from turnlog.projections.store import Store
 from turnlog.settings import Settings
 from turnlog.tokens import TokenVerifier
@@ -102,37 +102,6 @@ class _View:
 
     def pauses_applied(self, partition: int) -> int | None:
         return self._store.offset(self._topic, partition)
-
-
-class _Outage:
-    """Tells a broker outage from a blip: one line when it starts, one when it ends, and
-    ``BrokerUnavailable`` once it has lasted longer than the budget."""
-
-    def __init__(self, budget: float, stats: WorkerStats) -> None:
-        self._budget = budget
-        self._stats = stats
-        self._since: float | None = None
-        self.backoff = 0.0
-
-    def failed(self, exc: BaseException) -> None:
-        now = asyncio.get_running_loop().time()
-        if self._since is None:
-            self._since = now
-            self._stats.broker_outages += 1
-            log.warning("broker unreachable (%s: %s); retrying", type(exc).__name__, exc)
-        elif now - self._since > self._budget:
-            raise BrokerUnavailable(
-                f"the broker has been unreachable for {now - self._since:.0f}s "
-                f"(budget {self._budget:.0f}s): {type(exc).__name__}: {exc}"
-            ) from exc
-        self.backoff = min(5.0, max(0.2, self.backoff * 2))
-
-    def ok(self) -> None:
-        if self._since is not None:
-            took = asyncio.get_running_loop().time() - self._since
-            log.warning("broker reachable again after %.1fs; continuing", took)
-            self._since = None
-        self.backoff = 0.0
 
 
 class ResumeWorker:
@@ -193,6 +162,9 @@ class ResumeWorker:
         )
         self._started = False
 
+    def _outage_watch(self) -> BrokerOutage:
+        return BrokerOutage(self.settings.broker_timeout_seconds, "resume worker", log)
+
     def _make_handler(self) -> AnswerHandler:
         return AnswerHandler(
             topics=self.topics,
@@ -211,7 +183,7 @@ class ResumeWorker:
     async def start(self) -> None:
         if self._started:
             return
-        outage = _Outage(self.settings.broker_timeout_seconds, self.stats)
+        outage = self._outage_watch()
         while True:
             try:
                 await self._consumer.start()
@@ -219,8 +191,7 @@ class ResumeWorker:
                 self._partitions = len(await self._reader.partitions_of(self.topics.answers))
                 break
             except _BROKER_TROUBLE as exc:
-                outage.failed(exc)
-                await self._pause_for(outage.backoff)
+                await self._pause_for(outage.failed(exc))
                 if self._stopping.is_set():
                     raise BrokerUnavailable("stopped while waiting for the broker") from exc
         outage.ok()
@@ -242,14 +213,14 @@ class ResumeWorker:
         try:
             await self.start()
             sweeper = asyncio.create_task(self._sweep())
-            outage = _Outage(self.settings.broker_timeout_seconds, self.stats)
+            outage = self._outage_watch()
             try:
                 while not self._stopping.is_set():
                     try:
                         await self._round()
                     except _BROKER_TROUBLE as exc:
-                        outage.failed(exc)
-                        await self._pause_for(outage.backoff)
+                        self.stats.broker_outages += not outage.down
+                        await self._pause_for(outage.failed(exc))
                         continue
                     outage.ok()
                     if sweeper.done():
@@ -284,7 +255,7 @@ class ResumeWorker:
         async with self._lock:
             await self._owners.close()
         # Leaving the group lets the partitions move now, not after a session timeout.
-        await self._consumer.stop()
+        await close_consumer(self._consumer)
         await self._reader.stop()
 
     async def __aenter__(self) -> ResumeWorker:
@@ -422,18 +393,19 @@ class ResumeWorker:
 
     async def _sweep(self) -> None:
         """Expire due pauses every ``expiry_interval`` seconds, beside the answers loop."""
-        outage = _Outage(self.settings.broker_timeout_seconds, self.stats)
+        outage = self._outage_watch()
         while not self._stopping.is_set():
             await self._pause_for(self._expiry_interval)
             try:
                 await self._expire()
             except TimeoutError:
-                outage.failed(BrokerUnavailable(f"no answer within {_PROBE_SECONDS:.0f}s"))
-                await self._pause_for(outage.backoff)
+                self.stats.broker_outages += not outage.down
+                no_answer = BrokerUnavailable(f"no answer within {_PROBE_SECONDS:.0f}s")
+                await self._pause_for(outage.failed(no_answer))
                 continue
             except _BROKER_TROUBLE as exc:
-                outage.failed(exc)
-                await self._pause_for(outage.backoff)
+                self.stats.broker_outages += not outage.down
+                await self._pause_for(outage.failed(exc))
                 continue
             outage.ok()
 
