@@ -2,7 +2,7 @@
 
 The sample turn is the shape the targets talk about: a 20-message checkpoint (system, user, eight
 tool rounds, a follow-up and the asking round with three reserved calls), about 3 KB as Avro.
-Preloading writes ``PauseRecorded`` records with :func:`turnlog.codec.encode` through a plain
+Preloading writes ``PauseRecorded`` records with :func:`turnlog.wire.codec.encode` through a plain
 transactional producer, so a scenario measures the worker, not the pause recorder's round trips.
 """
 
@@ -24,14 +24,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import NewTopic
 
 from turnlog.clock import utc_now
-from turnlog.codec import encode
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
 from turnlog.contracts.events import AnswerSubmitted, PauseRecorded
 from turnlog.contracts.resume import request_hash
-from turnlog.partitioning import answer_key, partition_for, pause_key
+from turnlog.kafka.partitioning import answer_key, partition_for, pause_key
+from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics, wait_for_leaders
 from turnlog.settings import Settings
 from turnlog.tokens import Keyring, PauseClaims, TokenIssuer, TokenVerifier, generate_ed25519
-from turnlog.topics import TopicSet, admin_client, ensure_topics, wait_for_leaders
+from turnlog.wire.codec import encode
 
 KID = "bench-key"
 ANSWER_JSON = json.dumps({"answers": [{"selections": ["eu"], "other": None}]})

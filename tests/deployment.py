@@ -10,9 +10,9 @@ from pathlib import Path
 from turnlog.clock import utc_now
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
 from turnlog.contracts.interactions import InteractionRegistry, default_interactions
+from turnlog.kafka.topics import TopicSet
 from turnlog.settings import Settings
 from turnlog.tokens import Keyring, TokenIssuer, TokenVerifier, generate_ed25519
-from turnlog.topics import TopicSet
 
 
 @dataclass

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import KID, Deployment, answer_for, pause_for
-from turnlog.codec import encode
 from turnlog.contracts.interactions import default_interactions
 from turnlog.contracts.resume import PreparedResume, prepare_resume
 from turnlog.tokens import PauseClaims
+from turnlog.wire.codec import encode
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Codec: a 20-message checkpoint through single-object Avro vs the canonical JSON body.
 
-Avro is :func:`turnlog.codec.encode`/:func:`~turnlog.codec.decode` on the ``TurnCheckpoint``;
-the baseline is ``TurnCheckpoint.encode()``/``TurnCheckpoint.decode()`` (canonical JSON, UTF-8).
+Avro is :func:`turnlog.wire.codec.encode`/:func:`~turnlog.wire.codec.decode` on the
+``TurnCheckpoint``; the baseline is ``TurnCheckpoint.encode()``/``TurnCheckpoint.decode()``
+(canonical JSON, UTF-8).
 Both directions are timed as one round trip, value to bytes to an equal value; a
 ``PauseRecorded`` (the checkpoint plus the pause's facts) is timed alongside for reference. No
 broker.
@@ -18,9 +19,9 @@ from bench.common import pause_for
 from bench.measure import Profiling
 from bench.report import Row
 from bench.scenarios import Context
-from turnlog.codec import decode, encode
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import PauseRecorded
+from turnlog.wire.codec import decode, encode
 
 TARGET_SPEED = 2.0
 TARGET_BYTES = 0.6

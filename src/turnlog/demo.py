@@ -24,7 +24,6 @@ from rich.panel import Panel
 from rich.table import Table
 
 from turnlog.clock import utc_now
-from turnlog.codec import decode
 from turnlog.consumers.resumed import ResumedTurns
 from turnlog.consumers.worker import ResumeWorker
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
@@ -32,14 +31,15 @@ from turnlog.contracts.events import AnswerRejected, TurnResumed
 from turnlog.contracts.interactions import default_interactions
 from turnlog.contracts.refusals import Refused
 from turnlog.errors import TurnlogError
+from turnlog.kafka.reader import LogReader
+from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics
 from turnlog.producers.answers import AnswerPublisher
 from turnlog.producers.pauses import PauseRecorder, ride_out
 from turnlog.projections.projector import CheckpointProjector, rebuild
-from turnlog.projections.reader import LogReader
 from turnlog.projections.store import Store
 from turnlog.settings import Settings
 from turnlog.tokens import Keyring, TokenIssuer, TokenVerifier, generate_ed25519
-from turnlog.topics import TopicSet, admin_client, ensure_topics
+from turnlog.wire.codec import decode
 
 log = logging.getLogger(__name__)
 

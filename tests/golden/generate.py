@@ -21,7 +21,7 @@ def main() -> None:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 
-    from turnlog import codec
+    from turnlog.wire import codec
 
     for name, value in module.GOLDEN.items():
         (HERE / f"{name}.bin").write_bytes(codec.encode(value))

@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from turnlog.kafka.topics import TopicSet
 from turnlog.projections.projector import CheckpointProjector, Progress
 from turnlog.projections.store import Store
-from turnlog.topics import TopicSet
 
 
 def emit(event: str, **fields: Any) -> None:

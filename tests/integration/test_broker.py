@@ -7,7 +7,7 @@ from aiokafka.admin import NewTopic
 
 from tests.conftest import Names
 from tests.kafka_helpers import read_to_end
-from turnlog.topics import admin_client, describe, wait_for_leaders
+from turnlog.kafka.topics import admin_client, describe, wait_for_leaders
 
 
 async def _create(bootstrap: str, *topics: NewTopic) -> None:

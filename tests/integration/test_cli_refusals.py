@@ -29,7 +29,7 @@ from tests.integration.cli_support import (
     local_token,
 )
 from tests.kafka_helpers import read_to_end
-from turnlog.topics import admin_client
+from turnlog.kafka.topics import admin_client
 
 
 @pytest.fixture

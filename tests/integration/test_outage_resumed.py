@@ -28,12 +28,12 @@ from tests.conftest import Names
 from tests.deployment import Deployment, make_deployment, sample_checkpoint
 from tests.kafka_helpers import eventually
 from turnlog.clock import utc_now
-from turnlog.codec import encode
 from turnlog.consumers.resumed import ResumedTurns
 from turnlog.contracts.events import PauseExpired, TurnResumed
 from turnlog.contracts.rehydration import rehydrate
 from turnlog.errors import BrokerUnavailable
-from turnlog.topics import admin_client, ensure_topics
+from turnlog.kafka.topics import admin_client, ensure_topics
+from turnlog.wire.codec import encode
 
 pytest_plugins = ["tests.brokers"]
 

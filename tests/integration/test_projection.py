@@ -21,17 +21,17 @@ from aiokafka import AIOKafkaProducer
 from tests.conftest import REPO, Names
 from tests.deployment import ANSWER, axes, make_deployment, sample_checkpoint
 from tests.kafka_helpers import eventually, read_to_end
-from turnlog.codec import decode as decode_value
-from turnlog.codec import encode
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import AnswerSubmitted, PauseRecorded, TokenConsumed
 from turnlog.forget import forget_thread
-from turnlog.partitioning import answer_key, consumption_key, partition_for, pause_key
+from turnlog.kafka.partitioning import answer_key, consumption_key, partition_for, pause_key
+from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics
 from turnlog.producers.answers import AnswerPublisher
 from turnlog.producers.pauses import PauseRecorder, RecordedPause
 from turnlog.projections.projector import CheckpointProjector, rebuild
 from turnlog.projections.store import Store
-from turnlog.topics import TopicSet, admin_client, ensure_topics
+from turnlog.wire.codec import decode as decode_value
+from turnlog.wire.codec import encode
 
 MOMENT = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -15,14 +15,14 @@ from pathlib import Path
 import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+import turnlog.kafka.topics as topics_module
 import turnlog.producers.pauses as pauses_module
-import turnlog.topics as topics_module
 from tests.conftest import KAFKA_SCRIPT, REPO, Names
 from tests.deployment import make_deployment, sample_checkpoint
 from turnlog.errors import BrokerUnavailable, TopicMismatch
+from turnlog.kafka.topics import TopicSet, TopicState, admin_client, describe, wait_for_leaders
 from turnlog.producers.pauses import PauseRecorder
-from turnlog.service import CheckpointService
-from turnlog.topics import TopicSet, TopicState, admin_client, describe, wait_for_leaders
+from turnlog.projections.service import CheckpointService
 
 
 @asynccontextmanager

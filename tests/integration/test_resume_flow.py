@@ -8,11 +8,11 @@ from tests.conftest import Names
 from tests.deployment import ANSWER, axes, make_deployment, sample_checkpoint
 from tests.integration.worker_support import running_worker
 from tests.kafka_helpers import eventually, read_to_end, wait_until_consumed
-from turnlog.codec import decode
 from turnlog.contracts.events import AnswerRejected, TokenConsumed, TurnResumed
 from turnlog.contracts.messages import NOT_DISPATCHED
 from turnlog.producers.answers import AnswerPublisher
 from turnlog.producers.pauses import PauseRecorder
+from turnlog.wire.codec import decode
 
 
 async def test_answer_resumes_turn_with_rehydrated_history(

@@ -44,7 +44,6 @@ from tests.integration.worker_support import (
 )
 from tests.kafka_helpers import eventually, wait_until_consumed
 from turnlog.clock import utc_now
-from turnlog.codec import encode, schema_for
 from turnlog.consumers.worker import ResumeWorker
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import (
@@ -56,10 +55,11 @@ from turnlog.contracts.events import (
 )
 from turnlog.contracts.messages import NOT_DISPATCHED
 from turnlog.contracts.refusals import RefusalReason
-from turnlog.partitioning import answer_key
+from turnlog.kafka.partitioning import answer_key
 from turnlog.producers.answers import AnswerPublisher
 from turnlog.producers.pauses import PauseRecorder, RecordedPause
 from turnlog.tokens import Keyring, PauseClaims, TokenIssuer, generate_ed25519
+from turnlog.wire.codec import encode, schema_for
 
 # -- duplicates -------------------------------------------------------------------------------
 

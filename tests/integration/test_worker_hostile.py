@@ -30,11 +30,11 @@ from tests.integration.worker_support import (
     wait_owned,
 )
 from tests.kafka_helpers import wait_until_consumed
-from turnlog.codec import encode
 from turnlog.contracts.events import AnswerSubmitted
-from turnlog.partitioning import answer_key, murmur2, partition_for
+from turnlog.kafka.partitioning import answer_key, murmur2, partition_for
 from turnlog.producers.answers import AnswerPublisher
 from turnlog.producers.pauses import PauseRecorder, RecordedPause
+from turnlog.wire.codec import encode
 
 PARTITIONS = 6
 

@@ -16,7 +16,6 @@ from aiokafka.structs import ConsumerRecord
 
 from tests.deployment import Deployment, make_deployment, with_keyring
 from tests.kafka_helpers import eventually, read_to_end
-from turnlog.codec import decode
 from turnlog.consumers.worker import ResumeWorker
 from turnlog.contracts.events import (
     AnswerRejected,
@@ -24,9 +23,10 @@ from turnlog.contracts.events import (
     TokenConsumed,
     TurnResumed,
 )
+from turnlog.kafka.topics import TopicSet
 from turnlog.projections.store import Store
 from turnlog.tokens import Keyring, write_keypair
-from turnlog.topics import TopicSet
+from turnlog.wire.codec import decode
 
 KID = "shared-key"
 _T = TypeVar("_T")

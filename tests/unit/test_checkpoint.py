@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from turnlog import codec
 from turnlog.contracts.checkpoint import (
     ReservedCall,
     TurnCheckpoint,
     captured_messages,
 )
 from turnlog.contracts.messages import reserved_call_ids
+from turnlog.wire import codec
 
 TRANSCRIPT: list[dict[str, Any]] = [
     {"role": "system", "content": "You plan releases."},

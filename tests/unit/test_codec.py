@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turnlog import codec
 from turnlog.clock import truncate_ms, utc_now
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import (
@@ -29,7 +28,8 @@ from turnlog.contracts.events import (
 )
 from turnlog.contracts.messages import ROLES
 from turnlog.errors import DecodeError
-from turnlog.records import to_record
+from turnlog.wire import codec
+from turnlog.wire.records import to_record
 
 REASONS = {
     "not_single_object",

@@ -1,6 +1,6 @@
 """The compiled codec's law: fastavro's bytes on write, fastavro's record on read.
 
-:mod:`turnlog.avro_compiled` exists only for speed, so the only behaviour it may have is
+:mod:`turnlog.wire.compiled` exists only for speed, so the only behaviour it may have is
 fastavro's: for every current schema, the bytes ``schemaless_writer`` writes and the record
 ``schemaless_reader`` reads back. A truncated body is refused by name, never a raw exception.
 """
@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_codec import int32, int64, moments, text, values
-from turnlog import codec
-from turnlog.avro_compiled import CompiledSchema, compile_schema
 from turnlog.errors import DecodeError
-from turnlog.records import WIRE_TYPES, record_name, to_record
+from turnlog.wire import codec
+from turnlog.wire.compiled import CompiledSchema, compile_schema
+from turnlog.wire.records import WIRE_TYPES, record_name, to_record
 
 #: Every schema the compiler takes: the records, values and parts alike (``Role`` is an enum).
 RECORD_SCHEMAS = sorted(n for n in codec.schema_names() if codec.schema_for(n)["type"] == "record")

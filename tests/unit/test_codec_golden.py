@@ -18,7 +18,6 @@ import fastavro
 import pytest
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from turnlog import codec
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
 from turnlog.contracts.events import (
     AnswerRejected,
@@ -29,7 +28,8 @@ from turnlog.contracts.events import (
     TokenConsumed,
     TurnResumed,
 )
-from turnlog.records import WIRE_TYPES, WireValue, to_record
+from turnlog.wire import codec
+from turnlog.wire.records import WIRE_TYPES, WireValue, to_record
 
 GOLDEN_DIR = Path(__file__).resolve().parents[1] / "golden"
 

@@ -12,8 +12,8 @@ from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError
 from turnlog import forget as forget_module
 from turnlog.errors import DeliveryFailed
 from turnlog.forget import forget_thread
+from turnlog.kafka.topics import TopicSet
 from turnlog.settings import Settings
-from turnlog.topics import TopicSet
 
 SETTINGS = Settings(bootstrap_servers="127.0.0.1:1", topic_prefix="f.", state_dir=Path("unused"))
 TOPICS = TopicSet.from_settings(SETTINGS)

@@ -22,7 +22,6 @@ from tests.unit.test_resume import (
     make_answer,
     token_for,
 )
-from turnlog.codec import decode, encode
 from turnlog.consumers.handler import DETAIL_CHARS, AnswerHandler, Handled, clip
 from turnlog.contracts.events import (
     AnswerRejected,
@@ -32,10 +31,11 @@ from turnlog.contracts.events import (
     TurnResumed,
 )
 from turnlog.contracts.resume import LedgerEntry
-from turnlog.partitioning import answer_key, murmur2, partition_for
+from turnlog.kafka.partitioning import answer_key, murmur2, partition_for
+from turnlog.kafka.topics import TopicSet
 from turnlog.projections.projector import Spent
 from turnlog.settings import Settings
-from turnlog.topics import TopicSet
+from turnlog.wire.codec import decode, encode
 
 PARTITIONS = 6
 HOME = partition_for("thread-1", PARTITIONS)

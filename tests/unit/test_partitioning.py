@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from turnlog.errors import DecodeError
-from turnlog.partitioning import (
+from turnlog.kafka.partitioning import (
     answer_key,
     consumption_key,
     murmur2,

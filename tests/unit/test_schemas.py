@@ -14,10 +14,10 @@ import fastavro
 import pytest
 from fastavro.schema import to_parsing_canonical_form
 
-from turnlog import codec
 from turnlog.contracts.events import AskUserAnswered, Event, TurnResumed
 from turnlog.errors import ConfigurationError, DecodeError
-from turnlog.records import WIRE_TYPES
+from turnlog.wire import codec
+from turnlog.wire.records import WIRE_TYPES
 
 NAMED = {"record", "error", "enum", "fixed"}
 HISTORY = sorted((codec.schemas_dir() / "history").glob("*.avsc"))

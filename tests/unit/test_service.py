@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from turnlog.contracts.checkpoint import TurnCheckpoint
-from turnlog.service import CheckpointService
+from turnlog.projections.service import CheckpointService
 
 
 class FakeDriver:

@@ -30,18 +30,18 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from turnlog import __version__
-from turnlog.codec import decode, encode
 from turnlog.contracts.events import AnswerRejected, AnswerSubmitted, PauseRecorded
 from turnlog.contracts.interactions import InteractionRegistry
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
 from turnlog.contracts.resume import LedgerState, PreparedResume, is_replay, prepare_resume
 from turnlog.errors import DecodeError
-from turnlog.partitioning import SEPARATOR, answer_key, consumption_key, partition_for
+from turnlog.kafka.partitioning import SEPARATOR, answer_key, consumption_key, partition_for
+from turnlog.kafka.reader import Record
+from turnlog.kafka.topics import TopicSet
 from turnlog.projections.projector import Spent
-from turnlog.projections.reader import Record
 from turnlog.tokens import PauseClaims, TokenVerifier, peek_claims
 from turnlog.tokens.peek import ParsedToken, parse_token
-from turnlog.topics import TopicSet
+from turnlog.wire.codec import decode, encode
 
 log = logging.getLogger(__name__)
 

@@ -23,17 +23,17 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
 
-from turnlog.codec import decode
 from turnlog.contracts.events import AskUserAnswered, PauseExpired, TurnResumed
 from turnlog.errors import BrokerUnavailable, DecodeError
-from turnlog.projections.reader import (
+from turnlog.kafka.reader import (
     BROKER_TROUBLE,
     BrokerOutage,
     broker_reachable,
     close_consumer,
 )
+from turnlog.kafka.topics import TopicSet
 from turnlog.settings import Settings
-from turnlog.topics import TopicSet
+from turnlog.wire.codec import decode
 
 log = logging.getLogger(__name__)
 

@@ -39,20 +39,20 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import KafkaError, ProducerFenced
 
 from turnlog.clock import utc_now
-from turnlog.codec import encode
 from turnlog.consumers.handler import AnswerHandler, Output, event_meta
 from turnlog.consumers.ownership import Ownership
 from turnlog.contracts.events import PauseExpired, PauseRecorded, TokenConsumed
 from turnlog.contracts.interactions import InteractionRegistry
 from turnlog.contracts.resume import LedgerState
 from turnlog.errors import BrokerUnavailable
-from turnlog.partitioning import consumption_key, partition_for
+from turnlog.kafka.partitioning import consumption_key, partition_for
+from turnlog.kafka.reader import BrokerOutage, LogReader, Record, close_consumer
+from turnlog.kafka.topics import TopicSet
 from turnlog.projections.projector import Spent, StoreApplier
-from turnlog.projections.reader import BrokerOutage, LogReader, Record, close_consumer
 from turnlog.projections.store import Store
 from turnlog.settings import Settings
 from turnlog.tokens import TokenVerifier
-from turnlog.topics import TopicSet
+from turnlog.wire.codec import encode
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The facts turnlog writes to Kafka, as frozen values.
 
 One class per Avro schema in ``schemas/`` (the wire contract); the mapping between these values
-and Avro records lives in one place, :mod:`turnlog.codec`. Every event carries an ``event_id``,
+and Avro records lives in one place, :mod:`turnlog.wire.codec`. Every event carries an ``event_id``,
 the moment it happened (``occurred_at``, aware UTC) and the writer's ``package_version``.
 """
 

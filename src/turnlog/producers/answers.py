@@ -31,16 +31,16 @@ from aiokafka.errors import KafkaConnectionError
 
 from turnlog import __version__
 from turnlog.clock import utc_now
-from turnlog.codec import encode
 from turnlog.contracts.events import AnswerSubmitted
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused, refuse
 from turnlog.contracts.resume import mismatched_axis, missing_axis
 from turnlog.errors import ConfigurationError
-from turnlog.partitioning import answer_key, partition_for
+from turnlog.kafka.partitioning import answer_key, partition_for
+from turnlog.kafka.topics import TopicSet
 from turnlog.producers.pauses import is_outage, request_timeout_ms, ride_out
 from turnlog.settings import Settings
 from turnlog.tokens import TokenVerifier, peek_claims
-from turnlog.topics import TopicSet
+from turnlog.wire.codec import encode
 
 log = logging.getLogger(__name__)
 

@@ -46,17 +46,17 @@ from aiokafka.errors import (
 
 from turnlog import __version__
 from turnlog.clock import utc_now
-from turnlog.codec import encode
 from turnlog.contracts.checkpoint import TURN_STATE_VERSION, TurnCheckpoint
 from turnlog.contracts.events import PauseRecorded
 from turnlog.contracts.interactions import InteractionRegistry, default_interactions
 from turnlog.contracts.messages import normalize_message
 from turnlog.contracts.resume import request_hash
 from turnlog.errors import BrokerUnavailable, PauseInvalid, TurnlogError
-from turnlog.partitioning import check_thread_id, partition_for, pause_key
+from turnlog.kafka.partitioning import check_thread_id, partition_for, pause_key
+from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics
 from turnlog.settings import Settings
 from turnlog.tokens import PauseClaims, TokenIssuer
-from turnlog.topics import TopicSet, admin_client, ensure_topics
+from turnlog.wire.codec import encode
 
 T = TypeVar("T")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from turnlog.partitioning import SEPARATOR, check_thread_id
+from turnlog.kafka.partitioning import SEPARATOR, check_thread_id
 
 #: Bumped when the layout changes; a store of another layout is rebuilt, not read.
 LAYOUT_VERSION = 1

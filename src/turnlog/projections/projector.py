@@ -28,14 +28,14 @@ from typing import TypeVar
 
 from aiokafka import TopicPartition
 
-from turnlog.codec import decode
 from turnlog.contracts.events import PauseRecorded, TokenConsumed
 from turnlog.errors import BrokerUnavailable, DecodeError
-from turnlog.partitioning import split_key
-from turnlog.projections.reader import BROKER_TROUBLE, BrokerOutage, LogReader, Record
+from turnlog.kafka.partitioning import split_key
+from turnlog.kafka.reader import BROKER_TROUBLE, BrokerOutage, LogReader, Record
+from turnlog.kafka.topics import TopicSet
 from turnlog.projections.store import Batch, LedgerEntry, Store
 from turnlog.settings import Settings
-from turnlog.topics import TopicSet
+from turnlog.wire.codec import decode
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ earlier schema versions kept under ``schemas/history/`` are looked up by fingerp
 to today's schema. A fingerprint that matches nothing is refused by name, never guessed.
 
 Each current schema is written and read by code compiled from it once
-(:mod:`turnlog.avro_compiled`: the codec round trip of ``bench/`` went from 223 µs to 50 µs),
+(:mod:`turnlog.wire.compiled`: the codec round trip of ``bench/`` went from 223 µs to 50 µs),
 held to produce exactly fastavro's bytes; earlier schema versions, which need writer-to-reader
 resolution, go through fastavro.
 
@@ -31,11 +31,11 @@ from typing import Any, TypeVar, overload
 import fastavro
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
-from turnlog.avro_compiled import CompiledSchema, compile_schema
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import Event
 from turnlog.errors import ConfigurationError, DecodeError
-from turnlog.records import WIRE_TYPES, WireValue, from_record, record_name, to_record
+from turnlog.wire.compiled import CompiledSchema, compile_schema
+from turnlog.wire.records import WIRE_TYPES, WireValue, from_record, record_name, to_record
 
 __all__ = [
     "MAGIC",
@@ -90,7 +90,7 @@ def schemas_dir() -> Path:
     packaged = resources.files("turnlog") / "_schemas"
     if isinstance(packaged, Path) and packaged.is_dir():
         return packaged
-    source = Path(__file__).resolve().parents[2] / "schemas"
+    source = Path(__file__).resolve().parents[3] / "schemas"
     if source.is_dir():
         return source
     raise ConfigurationError(

@@ -1,4 +1,4 @@
-"""The current schemas compiled to straight-line Python: the fast path of :mod:`turnlog.codec`.
+"""The current schemas compiled to straight-line Python: the fast path of :mod:`turnlog.wire.codec`.
 
 Why it exists: fastavro interprets the schema for every value it writes or reads, and on a
 20-message checkpoint that interpretation, not the bytes, is most of the cost. Compiling each
@@ -14,6 +14,9 @@ check both. The compiler covers exactly the Avro this build's schemas use -- rec
 arrays, strings, longs, ints, booleans, doubles, timestamp-millis and ``["null", T]`` unions;
 :func:`compile_schema` returns ``None`` for a schema using anything else, and that schema, like
 every read through schema resolution (an earlier writer schema), keeps going through fastavro.
+
+It is one module, over the usual length, because the writer and reader generators mirror each
+other type by type: apart, a change to one side would be easy to miss on the other.
 """
 
 from __future__ import annotations
