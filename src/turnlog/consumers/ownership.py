@@ -16,7 +16,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import ProducerFenced
+
+from turnlog.kafka.internals import died_of_fence
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +62,7 @@ class PartitionOwner:
     def was_fenced(self) -> bool:
         """Whether the producer died of a fence. aiokafka learns of it in its background sender,
         which then stops; a later send reports only "not in transaction", not the fence."""
-        task = self.producer._sender.sender_task
-        if task is None or not task.done() or task.cancelled():
-            return False
-        return isinstance(task.exception(), ProducerFenced)
+        return died_of_fence(self.producer)
 
     async def close(self) -> None:
         if self._started:

@@ -15,15 +15,15 @@ goes, one when it is back, and :class:`BrokerUnavailable` once the outage outlas
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from turnlog.errors import BrokerUnavailable, StoreError
+from turnlog.kafka.internals import close_after_cancelled_stop, refresh_metadata
 
 #: What an unreachable broker raises from a client call (retried through an outage), as
 #: opposed to a refusal or a bug. ``TimeoutError`` is a call that did not finish in time.
@@ -90,9 +90,8 @@ async def broker_reachable(consumer: AIOKafkaConsumer, timeout: float) -> bool:
     The cheapest question a broker answers, and one aiokafka reports instead of retrying: its
     metadata update returns False when no known broker could be reached.
     """
-    client: Any = consumer._client
     try:
-        return bool(await asyncio.wait_for(client.force_metadata_update(), timeout))
+        return await asyncio.wait_for(refresh_metadata(consumer), timeout)
     except BROKER_TROUBLE:
         return False
 
@@ -111,13 +110,7 @@ async def close_consumer(consumer: AIOKafkaConsumer) -> None:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise
-        fetcher: Any = consumer._fetcher
-        for pending in list(getattr(fetcher, "_pending_tasks", ())):
-            pending.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pending
-        client: Any = consumer._client
-        await client.close()
+        await close_after_cancelled_stop(consumer)
 
 
 class Record(Protocol):
@@ -196,7 +189,7 @@ class LogReader:
                 return sorted(found)
             if loop.time() > deadline:
                 raise BrokerUnavailable(f"no metadata for topic {topic} after {timeout:.0f}s")
-            await self._consumer._client.force_metadata_update()
+            await refresh_metadata(self._consumer)
             await asyncio.sleep(0.1)
 
     async def assign(self, start: Mapping[TopicPartition, int | None]) -> None:
