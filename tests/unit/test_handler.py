@@ -30,10 +30,9 @@ from turnlog.contracts.events import (
     TokenConsumed,
     TurnResumed,
 )
-from turnlog.contracts.resume import LedgerEntry
+from turnlog.contracts.ledger import LedgerEntry
 from turnlog.kafka.partitioning import answer_key, murmur2, partition_for
 from turnlog.kafka.topics import TopicSet
-from turnlog.projections.projector import Spent
 from turnlog.settings import Settings
 from turnlog.wire.codec import decode, encode
 
@@ -97,7 +96,7 @@ class Harness:
         *,
         key: bytes | None = None,
         partition: int = HOME,
-        pending: dict[str, Spent] | None = None,
+        pending: dict[str, LedgerEntry] | None = None,
     ) -> Handled:
         record = Rec(self.topics.answers, partition, 7, key, value)
         return await self.handler.handle(record, {} if pending is None else pending, NOW)
@@ -135,20 +134,20 @@ def forged(payload: dict[str, Any] | str, header: dict[str, Any] | None = None) 
 
 async def test_a_valid_answer_writes_the_consumption_and_the_resumed_turn() -> None:
     h = Harness()
-    pending: dict[str, Spent] = {}
+    pending: dict[str, LedgerEntry] = {}
     handled = await h.answer(make_answer(), pending=pending)
     assert handled.resumed and handled.refusal is None
     [(t1, _, v1), (t2, k2, v2)] = handled.outputs
     assert (t1, t2) == (h.topics.consumptions, h.topics.resumed)
     assert decode(v1, TokenConsumed).token_id == PAUSE.token_id
     assert decode(v2, TurnResumed).answer_id == "ans-1" and k2 == b"thread-1"
-    assert pending == {PAUSE.token_id: Spent("thread-1", "resumed", "ans-1")}
+    assert pending == {PAUSE.token_id: LedgerEntry("resumed", "ans-1", "thread-1")}
     assert h.caught_up == []
 
 
 async def test_a_retry_inside_the_transaction_and_after_it_writes_nothing() -> None:
     h = Harness()
-    pending: dict[str, Spent] = {}
+    pending: dict[str, LedgerEntry] = {}
     await h.answer(make_answer(), pending=pending)
     again = await h.answer(make_answer(), pending=pending)
     assert again.duplicate and again.outputs == []
@@ -315,7 +314,7 @@ async def test_a_resumed_turn_over_the_record_limit_is_refused_as_too_large() ->
     h = Harness(max_record_bytes=1_000_000)
     text = "x" * 600_000
     response = json.dumps({"answers": [{"selections": [], "other": text}]})
-    pending: dict[str, Spent] = {}
+    pending: dict[str, LedgerEntry] = {}
     event = rejection(await h.answer(make_answer(response_json=response), pending=pending))
     assert event.reason == "answer_too_large" and event.step == 4
     assert "1000000" in event.detail

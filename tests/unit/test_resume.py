@@ -13,10 +13,10 @@ import pytest
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
 from turnlog.contracts.events import AnswerSubmitted, AskUserAnswered, PauseRecorded, TokenConsumed
 from turnlog.contracts.interactions import ASK_USER, default_interactions
+from turnlog.contracts.ledger import LedgerEntry
 from turnlog.contracts.messages import NOT_DISPATCHED
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
 from turnlog.contracts.resume import (
-    LedgerEntry,
     PreparedResume,
     is_replay,
     prepare_resume,

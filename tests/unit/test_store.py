@@ -11,10 +11,11 @@ import rocksdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from turnlog.contracts.ledger import LedgerEntry
 from turnlog.errors import StoreError
 from turnlog.projections import layout
 from turnlog.projections.batch import Batch
-from turnlog.projections.store import LedgerEntry, OpenPause, PauseInfo, Store
+from turnlog.projections.store import OpenPause, PauseInfo, Store
 
 
 @pytest.fixture
@@ -67,7 +68,7 @@ def test_reopen_keeps_data_and_offsets(tmp_path: Path) -> None:
         digest = first.digest()
     with Store.open(tmp_path / "db") as again:
         assert again.list_checkpoints("t") == [b"t/1"]
-        assert again.ledger("k1") == LedgerEntry("expired", "")
+        assert again.ledger("k1") == LedgerEntry("expired", "", "t")
         assert again.offsets() == {("turnlog.pauses", 3): 7, ("turnlog.consumptions", 256): 9}
         assert again.offset("turnlog.pauses", 4) is None
         assert again.digest() == digest
@@ -115,7 +116,7 @@ def test_token_lookup_and_ledger(store: Store) -> None:
     assert not store.is_spent("k1")
     with store.batch() as b:
         b.put_consumption("t", "k1", "resumed", "answer-1")
-    assert store.ledger("k1") == ("resumed", "answer-1")
+    assert store.ledger("k1") == LedgerEntry("resumed", "answer-1", "t")
     assert store.is_spent("k1")
     assert store.pause_for_token("k1") is not None  # spent, still readable for its history
     with pytest.raises(ValueError, match="outcome"), store.batch() as b:

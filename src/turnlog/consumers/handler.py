@@ -32,13 +32,13 @@ from typing import Any, Protocol
 from turnlog import __version__
 from turnlog.contracts.events import AnswerRejected, AnswerSubmitted, PauseRecorded
 from turnlog.contracts.interactions import InteractionRegistry
+from turnlog.contracts.ledger import LedgerEntry, Outcome
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
-from turnlog.contracts.resume import LedgerState, PreparedResume, is_replay, prepare_resume
+from turnlog.contracts.resume import PreparedResume, is_replay, prepare_resume
 from turnlog.errors import DecodeError
 from turnlog.kafka.partitioning import SEPARATOR, answer_key, consumption_key, partition_for
 from turnlog.kafka.reader import Record
 from turnlog.kafka.topics import TopicSet
-from turnlog.projections.projector import Spent
 from turnlog.tokens import PauseClaims, TokenVerifier, peek_claims
 from turnlog.tokens.peek import ParsedToken, parse_token
 from turnlog.wire.codec import decode, encode
@@ -60,7 +60,7 @@ class StoreView(Protocol):
 
     def pause(self, token_id: str) -> PauseRecorded | None: ...
 
-    def ledger(self, token_id: str) -> LedgerState | None: ...
+    def ledger(self, token_id: str) -> LedgerEntry | None: ...
 
     def pauses_applied(self, partition: int) -> int | None:
         """The next offset of pauses[partition] the store has applied (``None``: none)."""
@@ -115,7 +115,7 @@ class _Checked:
 
     answer: AnswerSubmitted
     token_id: str | None
-    ledger: LedgerState | None
+    ledger: LedgerEntry | None
     verified: PauseClaims | Refused
 
 
@@ -141,7 +141,9 @@ class AnswerHandler:
         self.catch_up = catch_up
         self.max_record_bytes = max_record_bytes
 
-    async def handle(self, record: Record, pending: dict[str, Spent], now: datetime) -> Handled:
+    async def handle(
+        self, record: Record, pending: dict[str, LedgerEntry], now: datetime
+    ) -> Handled:
         """The outputs of ``record``; ``pending`` holds the tokens the open transaction spends
         (a duplicate inside the transaction is seen there) and gains this answer's."""
         if record.value is None:
@@ -170,7 +172,7 @@ class AnswerHandler:
     # -- the steps ----------------------------------------------------------------------------
 
     def _check(
-        self, record: Record, value: bytes, pending: Mapping[str, Spent], now: datetime
+        self, record: Record, value: bytes, pending: Mapping[str, LedgerEntry], now: datetime
     ) -> _Checked | Handled:
         try:
             answer = decode(value, AnswerSubmitted)
@@ -187,7 +189,7 @@ class AnswerHandler:
         except Refused as refused:
             parsed = refused
         token_id = _jti(parsed.payload) if isinstance(parsed, ParsedToken) else None
-        ledger: LedgerState | None = None
+        ledger: LedgerEntry | None = None
         if token_id is not None:
             ledger = pending.get(token_id)
             if ledger is None:
@@ -252,7 +254,7 @@ class AnswerHandler:
         record: Record,
         checked: _Checked,
         pause: PauseRecorded | None,
-        pending: dict[str, Spent],
+        pending: dict[str, LedgerEntry],
         now: datetime,
     ) -> Handled:
         outcome = prepare_resume(
@@ -278,7 +280,9 @@ class AnswerHandler:
             )
             return self._reject(record, refusal, now, answer=checked.answer)
         claims = outcome.claims
-        pending[claims.token_id] = Spent(claims.thread_id, "resumed", outcome.answer.answer_id)
+        pending[claims.token_id] = LedgerEntry(
+            Outcome.RESUMED, outcome.answer.answer_id, claims.thread_id
+        )
         log.info(
             "answer %s resumed thread %s (partition %d, offset %d)",
             outcome.answer.answer_id, claims.thread_id, record.partition, record.offset,

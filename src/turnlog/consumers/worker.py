@@ -43,12 +43,12 @@ from turnlog.consumers.handler import AnswerHandler, Output, event_meta
 from turnlog.consumers.ownership import Ownership
 from turnlog.contracts.events import PauseExpired, PauseRecorded, TokenConsumed
 from turnlog.contracts.interactions import InteractionRegistry
-from turnlog.contracts.resume import LedgerState
+from turnlog.contracts.ledger import LedgerEntry, Outcome
 from turnlog.errors import BrokerUnavailable
 from turnlog.kafka.partitioning import consumption_key, partition_for
 from turnlog.kafka.reader import BrokerOutage, LogReader, Record, close_consumer
 from turnlog.kafka.topics import TopicSet
-from turnlog.projections.projector import Spent, StoreApplier
+from turnlog.projections.projector import StoreApplier
 from turnlog.projections.store import Store
 from turnlog.settings import Settings
 from turnlog.tokens import TokenVerifier
@@ -97,7 +97,7 @@ class _View:
     def pause(self, token_id: str) -> PauseRecorded | None:
         return self._applier.pause(token_id)
 
-    def ledger(self, token_id: str) -> LedgerState | None:
+    def ledger(self, token_id: str) -> LedgerEntry | None:
         return self._applier.ledger(token_id)
 
     def pauses_applied(self, partition: int) -> int | None:
@@ -330,7 +330,7 @@ class ResumeWorker:
     # -- answers ---------------------------------------------------------------------------
 
     async def _process(self, tp: TopicPartition, records: Sequence[Record]) -> None:
-        pending: dict[str, Spent] = {}
+        pending: dict[str, LedgerEntry] = {}
         outputs: list[Output] = []
         counts = WorkerStats()
         now = self.clock()
@@ -437,7 +437,7 @@ class ResumeWorker:
             if await self._commit(p, outputs, {}):
                 self._applier.record_consumptions(
                     {
-                        pause.token_id: Spent(pause.checkpoint.thread_id, "expired", "")
+                        pause.token_id: LedgerEntry(Outcome.EXPIRED, "", pause.checkpoint.thread_id)
                         for pause in pauses
                     }
                 )
@@ -447,7 +447,7 @@ class ResumeWorker:
         cp, token_id = pause.checkpoint, pause.token_id
         consumed = TokenConsumed(
             **event_meta(now), token_id=token_id, answer_id="", thread_id=cp.thread_id,
-            checkpoint_id=cp.checkpoint_id, outcome="expired",
+            checkpoint_id=cp.checkpoint_id, outcome=Outcome.EXPIRED,
         )  # fmt: skip
         expired = PauseExpired(
             **event_meta(now), token_id=token_id, thread_id=cp.thread_id,

@@ -18,7 +18,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from turnlog.contracts.claims import PauseClaims
 from turnlog.contracts.events import (
@@ -29,38 +29,15 @@ from turnlog.contracts.events import (
     TurnResumed,
 )
 from turnlog.contracts.interactions import ASK_USER, InteractionRegistry
+from turnlog.contracts.ledger import LedgerEntry, Outcome
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
 from turnlog.contracts.rehydration import rehydrate
-
-#: ``TokenConsumed.outcome`` values.
-RESUMED = "resumed"
-EXPIRED = "expired"
 
 
 class Verifier(Protocol):
     """Checks a token and returns its claims, or raises ``Refused`` naming the rule."""
 
     def verify(self, token: str, now: datetime) -> PauseClaims: ...
-
-
-class LedgerState(Protocol):
-    """What the spent-token ledger knows of a token: how it was spent, and by which answer.
-
-    A ``TokenConsumed`` event satisfies it, and so does a store's own ledger row.
-    """
-
-    @property
-    def outcome(self) -> str: ...
-
-    @property
-    def answer_id(self) -> str: ...
-
-
-class LedgerEntry(NamedTuple):
-    """A plain ledger row (``outcome`` is ``"resumed"`` or ``"expired"``)."""
-
-    outcome: str
-    answer_id: str
 
 
 def request_hash(request_json: str) -> str:
@@ -100,7 +77,7 @@ class PreparedResume:
             answer_id=self.answer.answer_id,
             thread_id=self.claims.thread_id,
             checkpoint_id=self.claims.checkpoint_id,
-            outcome=RESUMED,
+            outcome=Outcome.RESUMED,
         )
 
     def turn_resumed(
@@ -127,11 +104,15 @@ class PreparedResume:
         )
 
 
-def is_replay(answer: AnswerSubmitted, ledger: LedgerState | None) -> bool:
+def is_replay(answer: AnswerSubmitted, ledger: LedgerEntry | None) -> bool:
     """Whether the token was already spent by this very answer (a publisher retry, or a re-read
     after an aborted transaction). Such an answer produces nothing: call this before
     :func:`prepare_resume`, which would otherwise refuse it as already consumed."""
-    return ledger is not None and ledger.outcome == RESUMED and ledger.answer_id == answer.answer_id
+    return (
+        ledger is not None
+        and ledger.outcome == Outcome.RESUMED
+        and ledger.answer_id == answer.answer_id
+    )
 
 
 def missing_axis(answer: AnswerSubmitted) -> Refusal | None:
@@ -201,7 +182,7 @@ def prepare_resume(
     verifier: Verifier,
     interactions: InteractionRegistry,
     pause: PauseRecorded | None,
-    ledger: LedgerState | None,
+    ledger: LedgerEntry | None,
     now: datetime,
 ) -> Refusal | PreparedResume:
     """Run the resume contract on ``answer``; the first rule that fails names the refusal.
@@ -256,7 +237,7 @@ def prepare_resume(
             f"the recorded pause and the token disagree on {', '.join(disagree)}",
         )
     if ledger is not None:
-        if ledger.outcome == EXPIRED:
+        if ledger.outcome == Outcome.EXPIRED:
             return Refusal(RefusalReason.PAUSE_EXPIRED, "the pause was expired by its owner")
         return Refusal(
             RefusalReason.ALREADY_CONSUMED,

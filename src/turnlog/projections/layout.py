@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from turnlog.contracts.ledger import Outcome
 from turnlog.kafka.partitioning import SEPARATOR, check_thread_id
 
 #: Bumped when the layout changes; a store of another layout is rebuilt, not read.
@@ -40,7 +41,7 @@ ALL_FAMILIES: tuple[str, ...] = (*USER_FAMILIES, META)
 VERSION_KEY = b"layout-version"
 _OFFSET_PREFIX = b"offset\x00"
 
-OUTCOMES = frozenset({"resumed", "expired"})
+OUTCOMES = frozenset(Outcome)
 
 _U64 = 1 << 64
 

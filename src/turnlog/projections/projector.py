@@ -29,11 +29,12 @@ from typing import TypeVar
 from aiokafka import TopicPartition
 
 from turnlog.contracts.events import PauseRecorded, TokenConsumed
+from turnlog.contracts.ledger import LedgerEntry
 from turnlog.errors import BrokerUnavailable, DecodeError
 from turnlog.kafka.partitioning import split_key
 from turnlog.kafka.reader import BROKER_TROUBLE, BrokerOutage, LogReader, Record
 from turnlog.kafka.topics import TopicSet
-from turnlog.projections.store import Batch, LedgerEntry, Store
+from turnlog.projections.store import Batch, Store
 from turnlog.settings import Settings
 from turnlog.wire.codec import decode
 
@@ -43,15 +44,6 @@ T = TypeVar("T")
 
 #: The outage budget when none is given: the settings' default.
 DEFAULT_BROKER_TIMEOUT = Settings().broker_timeout_seconds
-
-
-@dataclass(frozen=True, slots=True)
-class Spent:
-    """A token's final record, as the store keeps it (thread, outcome, answer)."""
-
-    thread_id: str
-    outcome: str
-    answer_id: str
 
 
 @dataclass
@@ -154,7 +146,7 @@ class StoreApplier:
                 found.append(pause)
         return found
 
-    def record_consumptions(self, spent: Mapping[str, Spent]) -> None:
+    def record_consumptions(self, spent: Mapping[str, LedgerEntry]) -> None:
         """What a committed transaction consumed; written after the commit, never before."""
         if not spent:
             return

@@ -23,11 +23,12 @@ from typing import Any, Literal, NamedTuple
 
 import rocksdict
 
+from turnlog.contracts.ledger import LedgerEntry, Outcome
 from turnlog.errors import StoreError
 from turnlog.projections import layout
 from turnlog.projections.batch import Batch
 
-__all__ = ["Batch", "LedgerEntry", "OpenPause", "PauseInfo", "Store"]
+__all__ = ["Batch", "OpenPause", "PauseInfo", "Store"]
 
 Mode = Literal["read-write", "read-only", "secondary"]
 _PAGE = 256
@@ -42,11 +43,6 @@ class PauseInfo(NamedTuple):
     token_id: str
     expires_at_ms: int
     value: bytes
-
-
-class LedgerEntry(NamedTuple):
-    outcome: str  # "resumed" | "expired"
-    answer_id: str
 
 
 class OpenPause(NamedTuple):
@@ -243,7 +239,9 @@ class Store:
         if raw is None:
             return None
         entry = layout.load(raw)
-        return LedgerEntry(entry["outcome"], entry["answer_id"])
+        return LedgerEntry(
+            Outcome(entry["outcome"]), entry["answer_id"], entry.get("thread_id", "")
+        )
 
     def is_spent(self, token_id: str) -> bool:
         return self._get(layout.LEDGER, token_id.encode()) is not None
