@@ -102,7 +102,7 @@ def local_token(keys_dir: Path, thread_id: str) -> tuple[str, list[str]]:
             interrupt_id=cp.interrupt_id,
             thread_id=cp.thread_id,
             checkpoint_id=cp.checkpoint_id,
-            name="ask_user",
+            interaction="ask_user",
             request_hash=request_hash(REQUEST),
             issued_at=now,
             not_before=now,

@@ -303,7 +303,7 @@ CASES: dict[str, Case] = {
     ),
     "interaction_unknown": Case(
         "interaction_unknown",
-        lambda b, p: b.answer(p, token=b.forge(p, name="no_such_interaction")),
+        lambda b, p: b.answer(p, token=b.forge(p, interaction="no_such_interaction")),
     ),
     "response_invalid-schema": Case(
         "response_invalid",

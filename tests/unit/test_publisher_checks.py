@@ -104,7 +104,7 @@ def _token(dep: Deployment) -> tuple[str, dict[str, str]]:
         interrupt_id=cp.interrupt_id,
         thread_id=cp.thread_id,
         checkpoint_id=cp.checkpoint_id,
-        name="ask_user",
+        interaction="ask_user",
         request_hash=request_hash(REQUEST),
         issued_at=now,
         not_before=now,
@@ -290,4 +290,34 @@ async def test_a_send_refused_by_the_broker_is_not_retried(
     with pytest.raises(MessageSizeTooLargeError):
         await publisher.publish(token, ANSWER, **stated)
     assert len(fake.made) == 1 and fake.made[0].sent == []
+    await publisher.stop()
+
+
+async def test_a_send_that_never_returns_is_given_up_and_sent_again_on_a_new_producer(
+    fake: type[FakeProducer],
+    dep: Deployment,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aiokafka's idempotent producer never expires a batch while the broker is away: the send
+    just waits. The publisher bounds each attempt, drops that producer and sends again."""
+    caplog.set_level(logging.WARNING, logger=OUTAGE_LOGGER)
+    monkeypatch.setattr(answers_module, "attempt_timeout", lambda settings: 0.3)
+    hangs = asyncio.Event()  # never set: the broker does not come back for this producer
+
+    class Hanging(fake):  # type: ignore[valid-type, misc]
+        async def send_and_wait(self, *args: Any, **kwargs: Any) -> Any:
+            if len(fake.made) == 1:
+                await hangs.wait()
+            return await super().send_and_wait(*args, **kwargs)
+
+    monkeypatch.setattr(answers_module, "AIOKafkaProducer", Hanging)
+    publisher = AnswerPublisher(dep.settings.with_(broker_timeout_seconds=30), dep.verifier)
+    token, stated = _token(dep)
+    sent = await publisher.publish(token, ANSWER, **stated, answer_id="once")
+    assert sent.answer_id == "once"
+    assert len(fake.made) == 2 and fake.made[0].stopped and not fake.made[0].sent
+    assert len(fake.made[1].sent) == 1
+    lines = [r.getMessage() for r in caplog.records if r.name == OUTAGE_LOGGER]
+    assert len(lines) == 2 and "no answer within" in lines[0], lines
     await publisher.stop()

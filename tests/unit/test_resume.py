@@ -260,7 +260,7 @@ CASES: dict[RefusalReason, Case] = {
         pause=make_pause(request_json=json.dumps({"questions": []}))
     ),
     RefusalReason.INTERACTION_UNKNOWN: lambda: run(
-        make_answer(token=token_for(PAUSE, name="unregistered"))
+        make_answer(token=token_for(PAUSE, interaction="unregistered"))
     ),
     RefusalReason.RESPONSE_INVALID: lambda: run(make_answer(response_json='{"answers": 3}')),
     RefusalReason.NO_RECORDED_TURN_STATE: lambda: run(pause=None),

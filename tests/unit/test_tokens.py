@@ -55,7 +55,7 @@ def claims(**changes: Any) -> PauseClaims:
         "interrupt_id": "int-1",
         "thread_id": "thread-1",
         "checkpoint_id": "cp-1",
-        "name": "ask_user",
+        "interaction": "ask_user",
         "request_hash": "ab" * 32,
         "issued_at": T0,
         "not_before": T0,

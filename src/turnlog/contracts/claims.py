@@ -37,7 +37,7 @@ class PauseClaims:
     interrupt_id: str
     thread_id: str
     checkpoint_id: str
-    name: str
+    interaction: str
     request_hash: str
     issued_at: datetime
     not_before: datetime
@@ -86,7 +86,7 @@ class PauseClaims:
             interrupt_id=cp.interrupt_id,
             thread_id=cp.thread_id,
             checkpoint_id=cp.checkpoint_id,
-            name=pause.response_schema,
+            interaction=pause.response_schema,
             request_hash=pause.request_hash,
             issued_at=start,
             not_before=start,

@@ -96,7 +96,7 @@ class PreparedResume:
             checkpoint_id=self.claims.checkpoint_id,
             interrupt_id=self.claims.interrupt_id,
             tool_call_id=self.claims.tool_call_id,
-            name=self.claims.name,
+            name=self.claims.interaction,
             prompt=checkpoint.prompt,
             response_json=self.answer.response_json,
             history=self.history,
@@ -153,7 +153,7 @@ def _checkpoint_disagreement(pause: PauseRecorded, claims: PauseClaims) -> list[
         "scope_hash": (checkpoint.scope_hash, claims.scope_hash),
         "tool_call_id": (checkpoint.tool_call_id, claims.tool_call_id),
         "interrupt_id": (checkpoint.interrupt_id, claims.interrupt_id),
-        "interaction": (pause.response_schema, claims.name),
+        "interaction": (pause.response_schema, claims.interaction),
     }
     return [name for name, (recorded, claimed) in pairs.items() if recorded != claimed]
 
@@ -163,7 +163,7 @@ def _answered_record(
 ) -> AskUserAnswered | None:
     """The ``ask_user`` summary owed before the turn continues; ``None`` for any other
     interaction (it has no selections to report) and for an empty answer list."""
-    if claims.name != ASK_USER or not response.get("answers"):
+    if claims.interaction != ASK_USER or not response.get("answers"):
         return None
     answers = response["answers"]
     labels = tuple(label for entry in answers for label in entry["selections"])
@@ -219,7 +219,7 @@ def prepare_resume(
                 "the recorded request is not the one the token was issued for",
             )
     try:
-        interaction = interactions.get(claims.name)
+        interaction = interactions.get(claims.interaction)
         response = interaction.validate(answer.response_json)
     except Refused as refused:
         return refused.refusal

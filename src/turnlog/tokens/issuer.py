@@ -41,7 +41,7 @@ class TokenIssuer:
             "interrupt_id": claims.interrupt_id,
             "thread_id": claims.thread_id,
             "checkpoint_id": claims.checkpoint_id,
-            "interaction": claims.name,
+            "interaction": claims.interaction,
             "request_hash": claims.request_hash,
         }
         if claims.pause_partition is not None:

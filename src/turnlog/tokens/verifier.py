@@ -164,7 +164,7 @@ def _claims(payload: Mapping[str, Any]) -> PauseClaims:
             interrupt_id=payload["interrupt_id"],
             thread_id=payload["thread_id"],
             checkpoint_id=payload["checkpoint_id"],
-            name=payload["interaction"],
+            interaction=payload["interaction"],
             request_hash=payload["request_hash"],
             issued_at=_numeric_date(payload, "iat"),
             not_before=_numeric_date(payload, "nbf"),
