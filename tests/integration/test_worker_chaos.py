@@ -1,24 +1,42 @@
-"""Exactly once under crashes, rebalances and zombies (issue 6), against the real broker.
+"""Exactly once under crashes, rebalances, zombies and broker outages (issues 6 and 11), against
+the real broker.
 
-Exactly once is checked on the log itself, read ``read_committed`` once everything is processed:
-one ``TokenConsumed`` and one ``TurnResumed`` per pause, none missing, none twice, no rejection.
+Exactly once is checked on the log itself, read ``read_committed`` once everything is processed.
+The SIGKILL chaos counts every output against every input record (see ``chaos_support``): one
+``TokenConsumed`` and one ``TurnResumed`` per answered pause, one ``PauseExpired`` and one
+expired ``TokenConsumed`` per pause left to expire, one ``AnswerRejected`` of the right reason
+per refused record -- none missing, none twice.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
-import time
+import dataclasses
+import logging
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from aiokafka.errors import ProducerFenced
 
+from tests.brokers import OwnBroker
 from tests.conftest import Names
 from tests.deployment import ANSWER, REQUEST, Deployment, axes, sample_checkpoint
-from tests.integration.worker_proc import Proc, common_options, spawn
+from tests.integration.chaos_count import (
+    AnswerRecord,
+    Outputs,
+    check_outputs,
+    expected_from_log,
+)
+from tests.integration.chaos_support import (
+    Chaos,
+    ChaosConfig,
+    ChaosResult,
+    record_pauses,
+    reopen_stores,
+)
 from tests.integration.worker_support import (
+    Follower,
     committed_events,
     keyed_deployment,
     of_type,
@@ -29,33 +47,14 @@ from tests.kafka_helpers import read_to_end, wait_until_consumed
 from turnlog.consumers.ownership import PartitionOwner
 from turnlog.consumers.worker import ResumeWorker
 from turnlog.contracts.events import AnswerRejected, TokenConsumed, TurnResumed
+from turnlog.kafka.partitioning import partition_for
 from turnlog.producers.answers import AnswerPublisher
 from turnlog.producers.pauses import PauseRecorder, RecordedPause
 from turnlog.projections.store import Store
-from turnlog.topics import admin_client
+
+pytest_plugins = ["tests.brokers"]
 
 SESSION_MS = 6000  # the broker's group.min.session.timeout.ms: the fastest a dead member goes
-
-
-async def _record(
-    dep: Deployment, count: int, prefix: str, writers: int = 10
-) -> list[RecordedPause]:
-    """``count`` pauses on distinct threads, recorded by ``writers`` recorders side by side."""
-    recorders = [PauseRecorder(dep.settings, dep.issuer) for _ in range(writers)]
-    await recorders[0].ensure_ready()
-
-    async def write(i: int) -> list[RecordedPause]:
-        return [
-            await recorders[i].record(sample_checkpoint(f"{prefix}-{n}"), request_json=REQUEST)
-            for n in range(i, count, writers)
-        ]
-
-    try:
-        chunks = await asyncio.gather(*(write(i) for i in range(writers)))
-    finally:
-        for r in recorders:
-            await r.close()
-    return [pause for chunk in chunks for pause in chunk]
 
 
 async def _answer(publisher: AnswerPublisher, pauses: list[RecordedPause]) -> None:
@@ -125,7 +124,7 @@ async def test_a_worker_fenced_mid_run_gives_up_and_retakes_its_partition(
     """A worker whose producer is fenced behind its back (a new owner's InitProducerId) loses
     that batch, puts it back and takes the partition again: nothing lost, nothing doubled."""
     dep, _ = keyed_deployment(bootstrap, names.prefix, names.app, tmp_path)
-    pauses = await _record(dep, 12, "fenced", writers=3)
+    pauses = await record_pauses(dep, 12, "fenced", writers=3)
     target = pauses[0].partition
     on_target = [p for p in pauses if p.partition == target]
     async with (
@@ -147,12 +146,74 @@ async def test_a_worker_fenced_mid_run_gives_up_and_retakes_its_partition(
 # -- rebalances -------------------------------------------------------------------------------
 
 
+async def test_records_fetched_while_a_partition_is_taken_are_handled_once(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """A take (fence, restore, seek to the committed offset) can take a while; meanwhile the
+    consumer has already fetched the partition from the offset it looked up before the fence,
+    and ``getmany`` hands those records to a round that waits for the worker lock. Once the
+    take is done, that round must not handle them as well: the take's seek makes the consumer
+    fetch the same records again, and every refusal among them is then written twice (issue
+    11's duplicated rejection). The take is made slow here by a slow restore -- a big pauses
+    partition, or a slow broker, does the same."""
+    dep, _ = keyed_deployment(bootstrap, names.prefix, names.app, tmp_path)
+    n = dep.settings.partitions
+    threads = [t for t in (f"slow-take-{i}" for i in range(200)) if partition_for(t, n) == 0][:3]
+    async with PauseRecorder(dep.settings, dep.issuer) as recorder:
+        warm, raced, last = [
+            await recorder.record(sample_checkpoint(t), request_json=REQUEST) for t in threads
+        ]
+    follower = Follower(bootstrap, dep.topics)
+    await follower.start()
+    try:
+        async with AnswerPublisher(dep.settings, dep.verifier) as publisher:
+            # A first worker commits an offset on partition 0, so the next take seeks to it.
+            async with running_worker(dep, tmp_path / "first"):
+                await publisher.publish(warm.token, ANSWER, **axes(warm.pause.checkpoint))
+                await follower.wait_for(lambda: follower.resumed(warm.token_id))
+            cp = raced.pause.checkpoint
+            await publisher.publish(raced.token, ANSWER, **axes(cp), answer_id="winner")
+            await publisher.publish(raced.token, ANSWER, **axes(cp), answer_id="loser")
+            store = Store.open(tmp_path / "second")
+            worker = ResumeWorker(
+                dep.settings, store=store, verifier=dep.verifier, interactions=dep.interactions
+            )
+            restore = worker._restore
+
+            async def slow_restore(partitions: list[int], timeout: float = 300.0) -> int:
+                await asyncio.sleep(2.0)  # the slow take, not a wait for a condition
+                return await restore(partitions, timeout)
+
+            worker._restore = slow_restore  # type: ignore[method-assign]
+            task = asyncio.create_task(worker.run())
+            try:
+                await follower.wait_for(lambda: follower.rejections("loser"), timeout=60)
+                # Everything before the last answer is handled (again, if at all) before it.
+                await publisher.publish(last.token, ANSWER, **axes(last.pause.checkpoint))
+                await follower.wait_for(lambda: follower.resumed(last.token_id), timeout=60)
+            finally:
+                worker.request_stop()
+                await task
+                store.close()
+        refused = [(r.answer_id, r.reason) for r in follower.rejections()]
+    finally:
+        await follower.stop()
+    assert [(t.answer_id) for t in follower.resumed(raced.token_id)] == ["winner"]
+    assert refused == [("loser", "already_consumed")], (
+        "WORKER BUG: the refusal was written more than once. ResumeWorker._round handled the "
+        "records getmany() returned while the take of their partition was in progress (it "
+        "waits for the lock _acquire holds); _take_state then seeked the partition back to "
+        "the committed offset, so the consumer fetched and the worker handled the same "
+        f"records a second time. Written: {refused}"
+    )
+
+
 @pytest.mark.slow
 async def test_workers_joining_and_leaving_resume_each_pause_exactly_once(
     bootstrap: str, names: Names, tmp_path: Path
 ) -> None:
     dep, _ = keyed_deployment(bootstrap, names.prefix, names.app, tmp_path)
-    pauses = await _record(dep, 600, "rebalance")
+    pauses = await record_pauses(dep, 600, "rebalance")
     chunks = [pauses[i : i + 30] for i in range(0, len(pauses), 30)]
     workers: dict[str, ResumeWorker] = {}
     overlaps: list[dict[int, list[str]]] = []
@@ -202,105 +263,116 @@ async def test_workers_joining_and_leaving_resume_each_pause_exactly_once(
 # -- crashes ----------------------------------------------------------------------------------
 
 
+def test_the_count_catches_an_output_written_twice_or_missing() -> None:
+    """The chaos count can fail: a rejection repeated by a new owner (issue 11's bug), a
+    resume of the wrong competitor, a missing expiry -- each is reported."""
+    thread = "t-1"
+    home = partition_for(thread, 6)
+    log = [
+        AnswerRecord(home, 0, "a", thread, "tok"),
+        AnswerRecord(home, 1, "b", thread, "tok"),
+        AnswerRecord(home, 2, "a", thread, "tok"),  # a retry of the winner: nothing
+        AnswerRecord((home + 1) % 6, 0, "m", thread, "tok"),  # misrouted
+    ]
+    expected = expected_from_log(log, 6, ["gone"])
+    assert expected.resumes == {"tok": "a"} and expected.replays == 1
+    assert expected.rejections == {
+        ("b", "already_consumed", "tok"): 1,
+        ("m", "misrouted", "tok"): 1,
+    }
+    right = Outputs(
+        consumed=Counter({("tok", "a", "resumed"): 1, ("gone", "", "expired"): 1}),
+        resumed=Counter({("tok", "a"): 1}),
+        expired=Counter({"gone": 1}),
+        rejections=Counter(expected.rejections),
+    )
+    assert check_outputs(expected, right) == []
+    twice = dataclasses.replace(
+        right, rejections=right.rejections + Counter({("b", "already_consumed", "tok"): 1})
+    )
+    assert check_outputs(expected, twice) == [
+        "AnswerRejected: 1 written beyond what the inputs call for, "
+        "e.g. ('b', 'already_consumed', 'tok') 2 times, not 1"
+    ]
+    wrong_winner = dataclasses.replace(right, resumed=Counter({("tok", "b"): 1}))
+    assert len(check_outputs(expected, wrong_winner)) == 2  # a missing and a foreign resume
+    no_expiry = dataclasses.replace(right, expired=Counter())
+    assert check_outputs(expected, no_expiry) == ["PauseExpired: 1 missing, e.g. ['gone']"]
+
+
+def _assert_chaos(result: ChaosResult, config: ChaosConfig) -> None:
+    problems = check_outputs(result.expected, result.outputs)
+    assert problems == [], "\n".join(
+        [
+            *problems,
+            f"({result.summary()})",
+            "(Refusals written twice, and nothing else wrong, is the worker bug that "
+            "test_records_fetched_while_a_partition_is_taken_are_handled_once isolates.)",
+        ]
+    )
+    e = result.expected
+    # Every kind of input was there, in the numbers asked for: the count covered each one.
+    assert len(e.resumes) == config.answered + config.competing
+    assert len(e.expired) >= config.expiring
+    assert e.misrouted >= config.misrouted
+    assert e.replays >= config.answered // 20
+    refused = Counter(reason for _, reason, _ in e.rejections.elements())
+    assert refused["already_consumed"] >= config.competing  # a loser per competing pause
+    assert set(refused) == {"already_consumed", "misrouted"}
+    kills = result.kills
+    assert len(kills) >= config.min_kills
+    assert sum(k.inside for k in kills) >= config.min_kills // 4, result.summary()
+
+
 @pytest.mark.slow
 async def test_sigkilled_worker_processes_resume_each_pause_exactly_once(
     bootstrap: str, names: Names, tmp_path: Path
 ) -> None:
-    """2,000 pauses are answered while worker processes are SIGKILLed at random moments and
-    restarted -- on a fresh state directory, or on the dead process's own (RocksDB after a
-    crash) -- with one or two alive at any time."""
-    total, min_kills = 2000, 12
+    """Pauses are answered -- once, twice, by two processes racing, on the wrong partition --
+    and some left to expire, while worker processes in three slots are SIGKILLed at least 50
+    times, most kills aimed inside an open transaction, and restarted (on a fresh state
+    directory or on the dead process's own): every output exactly once per input, and no
+    worker ever exits on its own."""
     dep, keys = keyed_deployment(bootstrap, names.prefix, names.app, tmp_path)
-    started = time.monotonic()
-    pauses = await _record(dep, total, "crash")
-    recorded_in = time.monotonic() - started
-    options = common_options(bootstrap, names.prefix, names.app, keys, dep.settings.partitions)
-    options += ["--session-timeout-ms", str(SESSION_MS), "--commit-delay", "0.15"]
-    rng = random.Random()
-    incarnations = 0
-    all_procs: list[Proc] = []
+    # How the kills are aimed: each worker process holds every transaction open for up to
+    # 0.15 s after its records and input offsets are written, and says so in a marks file
+    # just before asking for the commit (and again once the commit returned). Two kills in
+    # three wait for a worker with a transaction open and SIGKILL it there and then; the marks
+    # read after its death say whether it died inside (most do). Each slot keeps one static
+    # group.instance.id, so a restarted worker takes its partitions straight back.
+    config = ChaosConfig()
+    result = await Chaos(bootstrap, dep, keys, tmp_path, config).run()
+    print(f"\nchaos: {result.summary()}")
+    _assert_chaos(result, config)
+    assert reopen_stores(result.workers) >= 1
 
-    def start_worker(state: Path | None = None) -> Proc:
-        nonlocal incarnations
-        incarnations += 1
-        state = state or tmp_path / f"state-{incarnations}"
-        proc = spawn(
-            "worker",
-            tmp_path / f"worker-{incarnations}.log",
-            *options,
-            "--state",
-            str(state),
-            state=state,
-        )
-        all_procs.append(proc)
-        return proc
 
-    alive = [start_worker(), start_worker()]
-    kills = reused = 0
-    admin = admin_client(bootstrap)
-    await admin.start()
-
-    async def committed() -> int:
-        offsets = await admin.list_consumer_group_offsets(names.app)
-        return sum(max(o.offset, 0) for o in offsets.values())
-
-    async def processing_again(mark: int, timeout: float = 30.0) -> None:
-        """Until the group commits past ``mark``: the survivors are at work again (a kill
-        during the session timeout that follows the previous one would only hit a waiting
-        process)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if await committed() > mark:
-                return
-            await asyncio.sleep(0.05)
-
-    try:
-        async with AnswerPublisher(dep.settings, dep.verifier) as publisher:
-
-            async def publish() -> None:
-                # Answers keep arriving through the chaos, so each kill finds work in flight.
-                for i in range(0, total, 25):
-                    await _answer(publisher, pauses[i : i + 25])
-                    await asyncio.sleep(rng.uniform(0.3, 0.9))
-
-            publishing = asyncio.create_task(publish())
-            while kills < min_kills or not publishing.done():
-                await processing_again(await committed())
-                await asyncio.sleep(rng.uniform(0.0, 0.8))  # then a random moment
-                victim = rng.choice(alive)
-                victim.kill()
-                kills += 1
-                alive.remove(victim)
-                reuse = kills % 2 == 0  # every other restart reopens the dead process's store
-                reused += reuse
-                alive.append(start_worker(victim.state if reuse else None))
-            await publishing
-            chaos_done = time.monotonic()
-            await wait_until_consumed(bootstrap, names.app, dep.topics.answers, timeout=150)
-            drained_in = time.monotonic() - chaos_done
-        codes = [await p.terminate(timeout=60) for p in alive]
-        assert codes == [0] * len(alive), "\n".join(p.tail() for p in alive)
-    except BaseException:
-        print("\n".join(p.tail(15) for p in all_procs[-4:]))
-        raise
-    finally:
-        for p in all_procs:
-            p.kill()
-        await admin.close()
-    counts = await _assert_exactly_once(bootstrap, dep, pauses)
-    uncommitted = await read_to_end(
-        bootstrap, dep.topics.consumptions, isolation_level="read_uncommitted", timeout=60
+@pytest.mark.slow
+async def test_the_chaos_lives_through_a_broker_stopped_for_20_seconds(
+    own_broker: OwnBroker, names: Names, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same chaos, smaller, on a broker of its own that is stopped for 20 s once half the
+    answers are out, and started again: the workers ride it out (none exits), the kills go on
+    afterwards, and still every output exactly once per input."""
+    caplog.set_level(logging.CRITICAL, logger="aiokafka")  # this process's clients, retrying
+    bootstrap = own_broker.bootstrap
+    dep, keys = keyed_deployment(bootstrap, names.prefix, names.app, tmp_path)
+    config = ChaosConfig(
+        answered=300,
+        competing=24,
+        misrouted=24,
+        expiring=10,
+        expiring_late=4,
+        min_kills=15,
+        publish_seconds=20.0,
+        outage=lambda: own_broker.outage(20),
     )
-    assert counts == {"consumed": total, "resumed": total, "rejected": 0}
-    assert kills >= min_kills
-    print(
-        f"\ncrash test: {total} pauses recorded in {recorded_in:.1f}s, {kills} SIGKILLs "
-        f"({reused} restarts on the dead store, {kills - reused} on a fresh one), "
-        f"{incarnations} worker processes, drained {drained_in:.1f}s after the last kill, "
-        f"{len(uncommitted) - total} consumption records of aborted transactions; {counts}"
-    )
-    # Every store a SIGKILL left behind opens again (RocksDB recovers it from its log).
-    for state in {p.state for p in all_procs if p.state is not None}:
-        if (state / "CURRENT").exists():
-            with Store.open(state) as store:
-                store.offsets()
+    result = await Chaos(bootstrap, dep, keys, tmp_path, config).run()
+    print(f"\nchaos with a broker outage: {result.summary()}")
+    _assert_chaos(result, config)
+    assert result.outage is not None
+    went, back = result.outage
+    assert back - went >= 20
+    # The workers were at work on both sides of the outage.
+    commits = [t for times in result.commits.values() for t in times]
+    assert any(t < went for t in commits) and any(t > back for t in commits)
