@@ -447,7 +447,6 @@ class Chaos:
         async with PauseRecorder(self.dep.settings, self.dep.issuer) as recorder:
             for n in range(self.config.expiring_late):
                 cp = sample_checkpoint(f"late-expiring-{n}")
-                # Whole seconds: a window with a fraction is refused by the wire (ms) check.
                 window = timedelta(seconds=self.rng.randint(2, 6))
                 async with self._recording:
                     late.append(await recorder.record(cp, request_json=REQUEST, ttl=window))
