@@ -31,8 +31,6 @@ from turnlog import __version__
 from turnlog.errors import BrokerUnavailable, PauseInvalid, SettingError, TurnlogError
 from turnlog.settings import Settings
 
-OUTAGE_LOGGER = "turnlog.producers.outage"
-
 app = typer.Typer(
     name="turnlog",
     help="Paused agent turns, durable and resumable exactly once, over Apache Kafka.",
@@ -129,8 +127,10 @@ def main_options(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("aiokafka").setLevel(logging.DEBUG if debug else logging.CRITICAL)
+    # A one-shot verb says what went wrong in its one error line; the lines a component logs
+    # while it waits (the broker went, came back) are for the verbs that keep running.
     quiet = not debug and ctx.invoked_subcommand not in LONG_RUNNING
-    logging.getLogger(OUTAGE_LOGGER).setLevel(logging.ERROR if quiet else logging.NOTSET)
+    logging.getLogger("turnlog").setLevel(logging.ERROR if quiet else logging.NOTSET)
 
 
 def _fail(message: str, code: int) -> typer.Exit:
@@ -237,8 +237,8 @@ def broker_status() -> None:
 
 async def _with_admin(use: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
     """``use(admin)`` on a fresh admin client, riding out an unreachable broker."""
+    from turnlog.kafka.topics import admin_client
     from turnlog.producers.pauses import ride_out
-    from turnlog.topics import admin_client
 
     async def attempt() -> T:
         admin = admin_client(STATE.settings.bootstrap_servers)
@@ -248,14 +248,14 @@ async def _with_admin(use: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
         finally:
             await admin.close()
 
-    return await ride_out(attempt, settings=STATE.settings)
+    return await ride_out(attempt, settings=STATE.settings, who="topics")
 
 
 @topics_app.command("ensure")
 @run_async
 async def topics_ensure(as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None) -> None:
     """Create the missing topics; verify cleanup policy and partition count of existing ones."""
-    from turnlog.topics import TopicSet, ensure_topics
+    from turnlog.kafka.topics import TopicSet, ensure_topics
 
     topics = TopicSet.from_settings(STATE.settings)
     created = await _with_admin(lambda admin: ensure_topics(admin, topics))
@@ -273,7 +273,7 @@ async def topics_describe(
     as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None
 ) -> None:
     """Partitions and key configs of the topic set."""
-    from turnlog.topics import TopicSet, describe
+    from turnlog.kafka.topics import TopicSet, describe
 
     topics = TopicSet.from_settings(STATE.settings)
     found = await _with_admin(lambda admin: describe(admin, [s.name for s in topics.specs()]))

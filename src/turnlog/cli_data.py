@@ -108,15 +108,18 @@ def open_for_reading(settings: Settings) -> Iterator[tuple[Any, bool]]:
 async def _caught_up(store: Any) -> int:
     """Apply what the store has not yet applied, riding out an unreachable broker (a retry
     goes on from the offsets the store already holds: each batch was written with them)."""
+    from turnlog.kafka.topics import TopicSet
     from turnlog.producers.pauses import ride_out
     from turnlog.projections.projector import CheckpointProjector
-    from turnlog.topics import TopicSet
 
     settings = STATE.settings
 
     async def attempt() -> int:
         projector = CheckpointProjector(
-            settings.bootstrap_servers, store, TopicSet.from_settings(settings)
+            settings.bootstrap_servers,
+            store,
+            TopicSet.from_settings(settings),
+            broker_timeout=settings.broker_timeout_seconds,
         )
         try:
             await projector.start()
@@ -124,7 +127,7 @@ async def _caught_up(store: Any) -> int:
         finally:
             await projector.stop()
 
-    return await ride_out(attempt, settings=settings)
+    return await ride_out(attempt, settings=settings, who="store catch-up")
 
 
 def _freshness(store: Any) -> str:
@@ -273,9 +276,9 @@ async def worker(broker_timeout: BrokerTimeoutOpt = None) -> None:
 async def project(broker_timeout: BrokerTimeoutOpt = None) -> None:
     """Follow pauses and consumptions into the local store until SIGTERM/SIGINT."""
     interrupts = Interrupts()
+    from turnlog.kafka.topics import TopicSet
     from turnlog.projections.projector import CheckpointProjector
     from turnlog.projections.store import Store
-    from turnlog.topics import TopicSet
 
     settings = STATE.settings
     store = Store.open(projection_dir(settings))
@@ -284,7 +287,10 @@ async def project(broker_timeout: BrokerTimeoutOpt = None) -> None:
         applied = await _caught_up(store)
         err.print(f"caught up ({applied} records); following")
         async with CheckpointProjector(
-            settings.bootstrap_servers, store, TopicSet.from_settings(settings)
+            settings.bootstrap_servers,
+            store,
+            TopicSet.from_settings(settings),
+            broker_timeout=settings.broker_timeout_seconds,
         ) as projector:
             interrupts.on_stop(projector.request_stop)
             await projector.follow()
@@ -296,10 +302,10 @@ async def project(broker_timeout: BrokerTimeoutOpt = None) -> None:
 @run_async
 async def replay(as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None) -> None:
     """Rebuild the store from the topics (earliest offsets) and print its digest."""
+    from turnlog.kafka.topics import TopicSet
     from turnlog.producers.pauses import ride_out
     from turnlog.projections.projector import Progress as Step
     from turnlog.projections.projector import rebuild
-    from turnlog.topics import TopicSet
 
     settings = STATE.settings
     started = time.monotonic()
@@ -319,15 +325,18 @@ async def replay(as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = No
         )
 
     with bar:
-        # A retry after an outage rebuilds from the start: a rebuild is its own fresh store.
+        # The rebuild rides out an outage itself; a client that cannot even start is retried
+        # here, from the start (a rebuild is its own fresh store).
         digest = await ride_out(
             lambda: rebuild(
                 settings.bootstrap_servers,
                 projection_dir(settings),
                 TopicSet.from_settings(settings),
                 on_progress=report,
+                broker_timeout=settings.broker_timeout_seconds,
             ),
             settings=settings,
+            who="replay",
         )
     elapsed = time.monotonic() - started
     if as_json:
@@ -374,8 +383,8 @@ async def show(
     broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
     """The latest checkpoint of a thread and its history (oldest first). Exit 1 if unknown."""
-    from turnlog.codec import decode
     from turnlog.contracts.events import PauseRecorded
+    from turnlog.wire.codec import decode
 
     with open_for_reading(STATE.settings) as (store, writer):
         if writer:
@@ -424,11 +433,11 @@ async def tail(
     """Print records of the resumed or rejections stream (read_committed)."""
     from aiokafka import AIOKafkaConsumer
 
-    from turnlog.codec import decode
     from turnlog.errors import DecodeError
+    from turnlog.kafka.topics import TopicSet
     from turnlog.producers.pauses import ride_out
-    from turnlog.records import to_record
-    from turnlog.topics import TopicSet
+    from turnlog.wire.codec import decode
+    from turnlog.wire.records import to_record
 
     topics = TopicSet.from_settings(STATE.settings)
     names = {"resumed": topics.resumed, "rejections": topics.rejections}
@@ -450,7 +459,7 @@ async def tail(
             raise
         return consumer
 
-    consumer = await ride_out(started, settings=STATE.settings)
+    consumer = await ride_out(started, settings=STATE.settings, who="tail")
     seen = 0
     try:
         while max_records is None or seen < max_records:
@@ -501,7 +510,7 @@ async def forget(
     """Write tombstones for every key of a thread on the compacted topics (exit 1, saying how
     many, if any tombstone was not delivered: run it again)."""
     from turnlog.forget import forget_thread
-    from turnlog.topics import TopicSet
+    from turnlog.kafka.topics import TopicSet
 
     if not yes and not typer.confirm(f"forget every fact of thread {thread!r}?"):
         raise typer.Exit(EXIT_REFUSED)

@@ -116,7 +116,7 @@ async def run_demo(base: Settings, console: Console) -> None:
                 await admin.close()
 
         # An absent broker is waited for (broker_timeout_seconds), then BrokerUnavailable.
-        created = await ride_out(create, settings=settings)
+        created = await ride_out(create, settings=settings, who="demo")
         console.print("  " + ", ".join(created))
 
         private_pem, _ = generate_ed25519("demo-key")

@@ -12,14 +12,20 @@ import asyncio
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, KafkaTimeoutError
 
 from turnlog.errors import DecodeError, DeliveryFailed
-from turnlog.partitioning import partition_for, split_key
-from turnlog.producers.pauses import request_timeout_ms, ride_out
-from turnlog.projections.reader import LogReader, Record
+from turnlog.kafka.partitioning import partition_for, split_key
+from turnlog.kafka.reader import LogReader, Record
+from turnlog.kafka.topics import TopicSet
+from turnlog.producers.pauses import (
+    abandon,
+    attempt_timeout,
+    request_timeout_ms,
+    ride_out,
+    stop_producer,
+)
 from turnlog.settings import Settings
-from turnlog.topics import TopicSet
 
 
 async def thread_keys(
@@ -29,7 +35,10 @@ async def thread_keys(
     found: dict[str, set[bytes]] = {
         t: set() for t in (topics.pauses, topics.answers, topics.consumptions)
     }
-    async with LogReader(settings.bootstrap_servers, client_id="turnlog-forget") as reader:
+    # Not "async with": a start that fails half-way must still close what it opened.
+    reader = LogReader(settings.bootstrap_servers, client_id="turnlog-forget")
+    try:
+        await reader.start()
         partitions = await reader.partitions_of(topics.pauses)
         p = partition_for(thread_id, len(partitions))
         await reader.assign({TopicPartition(t, p): None for t in found})
@@ -50,6 +59,8 @@ async def thread_keys(
                     found[record.topic].add(record.key)
 
         await reader.read_to_end(collect)  # type: ignore[arg-type]
+    finally:
+        await reader.stop()
     return found
 
 
@@ -62,7 +73,10 @@ async def forget_thread(settings: Settings, topics: TopicSet, thread_id: str) ->
     unreachable broker is ridden out for ``settings.broker_timeout_seconds`` before anything is
     sent; the tombstones themselves are not retried silently.
     """
-    keys = await ride_out(lambda: thread_keys(settings, topics, thread_id), settings=settings)
+    keys = await ride_out(
+        lambda: thread_keys(settings, topics, thread_id), settings=settings, who="forget"
+    )
+    wait = attempt_timeout(settings)
 
     async def open_producer() -> tuple[AIOKafkaProducer, int]:
         producer = AIOKafkaProducer(
@@ -79,12 +93,14 @@ async def forget_thread(settings: Settings, topics: TopicSet, thread_id: str) ->
             raise
         return producer, partitions
 
-    producer, partitions = await ride_out(open_producer, settings=settings)
+    producer, partitions = await ride_out(
+        open_producer, settings=settings, who="forget", timeout=wait
+    )
+    p = partition_for(thread_id, partitions)
     failures: list[BaseException] = []
+    deliveries: list[asyncio.Future[Any]] = []
     total = 0
     try:
-        p = partition_for(thread_id, partitions)
-        deliveries: list[asyncio.Future[Any]] = []
         for topic, topic_keys in keys.items():
             for key in sorted(topic_keys):
                 total += 1
@@ -92,11 +108,24 @@ async def forget_thread(settings: Settings, topics: TopicSet, thread_id: str) ->
                     deliveries.append(await producer.send(topic, None, key=key, partition=p))
                 except KafkaError as exc:
                     failures.append(exc)
-        for outcome in await asyncio.gather(*deliveries, return_exceptions=True):
-            if isinstance(outcome, BaseException):
-                failures.append(outcome)
+        failures += await _undelivered(deliveries, wait)
     finally:
-        await producer.stop()
+        # An idempotent producer waits for a vanished broker forever; stop without it then.
+        await (abandon(producer) if failures else stop_producer(producer, patience=wait))
     if failures:
         raise DeliveryFailed(len(failures), total, "tombstones", failures[0])
     return {topic: len(topic_keys) for topic, topic_keys in keys.items()}
+
+
+async def _undelivered(deliveries: list[asyncio.Future[Any]], wait: float) -> list[BaseException]:
+    """The failures among ``deliveries``, counting one not acknowledged within ``wait``."""
+    if not deliveries:
+        return []
+    done, waiting = await asyncio.wait(deliveries, timeout=wait)
+    failed: list[BaseException] = []
+    for delivery in done:
+        exc = delivery.exception()
+        if exc is not None:
+            failed.append(exc)
+    failed += [KafkaTimeoutError(f"not acknowledged within {wait:.0f}s") for _ in waiting]
+    return failed

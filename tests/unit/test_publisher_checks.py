@@ -238,8 +238,8 @@ async def test_an_unreachable_broker_is_retried_until_it_answers(
     assert all(p.stopped for p in fake.made[:3]), "a failed start left a client open"
     lines = [r.getMessage() for r in caplog.records if r.name == OUTAGE_LOGGER]
     assert len(lines) == 2, lines  # one when it went, one when it came back; none per retry
-    assert lines[0].startswith("broker unreachable") and "KafkaConnectionError" in lines[0]
-    assert lines[1].startswith("broker reachable again")
+    assert "broker unreachable" in lines[0] and "KafkaConnectionError" in lines[0]
+    assert "broker reachable again" in lines[1]
     await publisher.stop()
 
 
@@ -259,7 +259,7 @@ async def test_an_unreachable_broker_is_given_up_on_after_the_budget(
     assert 2 < len(fake.made) < 40, "no backoff between attempts"
     assert all(p.stopped for p in fake.made)
     lines = [r.getMessage() for r in caplog.records if r.name == OUTAGE_LOGGER]
-    assert len(lines) == 1 and lines[0].startswith("broker unreachable")
+    assert len(lines) == 1 and "broker unreachable" in lines[0]
 
 
 async def test_a_send_that_fails_on_an_outage_is_sent_again_on_a_new_producer(

@@ -37,7 +37,14 @@ from turnlog.contracts.resume import mismatched_axis, missing_axis
 from turnlog.errors import ConfigurationError
 from turnlog.kafka.partitioning import answer_key, partition_for
 from turnlog.kafka.topics import TopicSet
-from turnlog.producers.pauses import is_outage, request_timeout_ms, ride_out
+from turnlog.producers.pauses import (
+    abandon,
+    attempt_timeout,
+    is_outage,
+    request_timeout_ms,
+    ride_out,
+    stop_producer,
+)
 from turnlog.settings import Settings
 from turnlog.tokens import TokenVerifier, peek_claims
 from turnlog.wire.codec import encode
@@ -76,7 +83,12 @@ class AnswerPublisher:
     async def start(self) -> None:
         """Start the producer, riding out an unreachable broker. Concurrent first calls share
         one producer: the second waits on the lock and finds it started."""
-        await ride_out(self._open, settings=self.settings)
+        await ride_out(
+            self._open,
+            settings=self.settings,
+            who="publisher",
+            timeout=attempt_timeout(self.settings),
+        )
 
     async def _open(self) -> tuple[AIOKafkaProducer, int]:
         async with self._lock:
@@ -99,21 +111,18 @@ class AnswerPublisher:
             return producer, partitions
 
     async def _discard(self, producer: AIOKafkaProducer) -> None:
-        """Drop a producer a send failed on; the retry starts a new one (an idempotent
-        producer's sequence numbers are unknown after an expired batch)."""
+        """Drop a producer a send failed or timed out on; the retry starts a new one (the
+        broker may be gone, and an idempotent producer waits for it forever)."""
         async with self._lock:
             if self._producer is producer:
                 self._producer, self._partitions = None, None
-        try:
-            await producer.stop()
-        except Exception as exc:  # noqa: BLE001 - already failed; the retry makes a new one
-            log.debug("stopping a broken answer producer: %s", exc)
+        await abandon(producer)
 
     async def stop(self) -> None:
         async with self._lock:
             producer, self._producer, self._partitions = self._producer, None, None
         if producer is not None:
-            await producer.stop()
+            await stop_producer(producer, patience=attempt_timeout(self.settings))
 
     async def __aenter__(self) -> AnswerPublisher:
         await self.start()
@@ -235,6 +244,9 @@ class AnswerPublisher:
                 metadata = await producer.send_and_wait(
                     self.topics.answers, value, key=key, partition=partition
                 )
+            except asyncio.CancelledError:
+                await self._discard(producer)  # timed out: the broker is gone, or too slow
+                raise
             except Exception as exc:
                 if is_outage(exc):
                     await self._discard(producer)
@@ -244,4 +256,6 @@ class AnswerPublisher:
                 raise
             return PublishedAnswer(answer, partition, metadata.offset)
 
-        return await ride_out(attempt, settings=self.settings)
+        return await ride_out(
+            attempt, settings=self.settings, who="publisher", timeout=attempt_timeout(self.settings)
+        )

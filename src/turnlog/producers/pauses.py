@@ -27,6 +27,7 @@ client helpers once they have a module of their own.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import uuid
@@ -53,6 +54,7 @@ from turnlog.contracts.messages import normalize_message
 from turnlog.contracts.resume import request_hash
 from turnlog.errors import BrokerUnavailable, PauseInvalid, TurnlogError
 from turnlog.kafka.partitioning import check_thread_id, partition_for, pause_key
+from turnlog.kafka.reader import BrokerOutage
 from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics
 from turnlog.settings import Settings
 from turnlog.tokens import PauseClaims, TokenIssuer
@@ -63,7 +65,6 @@ T = TypeVar("T")
 #: One line when the broker goes, one when it is back (the CLI quiets it for one-shot verbs,
 #: whose single error line says the same).
 OUTAGE_LOG = logging.getLogger("turnlog.producers.outage")
-FIRST_BACKOFF, MAX_BACKOFF = 0.1, 2.0
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -76,57 +77,133 @@ def is_outage(exc: BaseException) -> bool:
     return isinstance(exc, KafkaError) and bool(exc.retriable)
 
 
+def attempt_timeout(settings: Settings) -> float:
+    """How long one attempt may take before the broker counts as gone: a tenth of the outage
+    budget, at least 5 s (a transactional start on a busy machine) and at most 10 s (so the
+    line saying the broker went comes within seconds of it going)."""
+    return min(10.0, max(5.0, settings.broker_timeout_seconds / 10))
+
+
 def request_timeout_ms(settings: Settings) -> int:
-    """A client request never outlives the outage budget (at least 1 s, at most 30 s)."""
-    return int(min(30.0, max(1.0, settings.broker_timeout_seconds)) * 1000)
+    """A client's own request timeout: no longer than one attempt."""
+    return int(attempt_timeout(settings) * 1000)
+
+
+async def stop_producer(producer: AIOKafkaProducer, *, patience: float, grace: float = 2.0) -> None:
+    """Stop ``producer``, waiting up to ``patience`` seconds for what it still has to deliver,
+    and then not waiting for the broker any more.
+
+    aiokafka 0.14's idempotent and transactional producers never expire a batch -- they retry
+    until the broker takes it -- and ``stop()`` waits for every pending batch and, for a
+    transactional producer, for its coordinator lookups, which also retry until the broker
+    answers: with the broker gone a plain stop never returns. So past ``patience`` the pending
+    batches are failed (the accumulator's own ``fail_all``, as an abort does), then the
+    sender's tasks are cancelled, then the client is closed. Whatever was not acknowledged is
+    the caller's to send again, as the same fact. (aiokafka internals, pinned ``<0.15``.)
+    """
+    stopping = asyncio.ensure_future(producer.stop())
+    steps = (
+        lambda: _fail_pending(getattr(producer, "_message_accumulator", None)),
+        lambda: _cancel_sender_tasks(producer),
+        stopping.cancel,
+    )
+    done, _ = await asyncio.wait([stopping], timeout=patience)
+    for step in steps:
+        if done:
+            break
+        step()
+        done, _ = await asyncio.wait([stopping], timeout=grace)
+    if not stopping.done() or stopping.cancelled() or stopping.exception() is not None:
+        # The stop ended on the cancelled sender before it closed the client: close it here.
+        client = getattr(producer, "client", None)
+        if client is not None:
+            try:
+                await asyncio.wait_for(client.close(), grace)
+            except Exception as exc:  # noqa: BLE001 - best effort on a client being dropped
+                OUTAGE_LOG.debug("closing an abandoned producer's client: %r", exc)
+
+
+async def abandon(producer: AIOKafkaProducer) -> None:
+    """Close a producer whose broker may be gone at once: its pending sends fail."""
+    _fail_pending(getattr(producer, "_message_accumulator", None))
+    await stop_producer(producer, patience=0.5)
+
+
+def _fail_pending(accumulator: Any) -> None:
+    """Fail every batch not yet acknowledged, and mark the failures seen: nobody is left to
+    await them, and asyncio would log each one as "never retrieved"."""
+    if accumulator is None:
+        return
+    batches = [b for queue in accumulator._batches.values() for b in queue]
+    batches += list(accumulator._pending_batches)
+    accumulator.fail_all(KafkaConnectionError("abandoned after the broker went away"))
+    for batch in batches:
+        waiters = [batch.future, batch._drain_waiter, *(f for f, _ in batch._msg_futures)]
+        for waiter in waiters:
+            if waiter.done() and not waiter.cancelled():
+                waiter.exception()
+
+
+def _cancel_sender_tasks(producer: AIOKafkaProducer) -> None:
+    """Cancel the tasks of ``producer``'s sender (its routine, produce requests, coordinator
+    lookups): found by the ``self`` of each task's coroutine, as aiokafka keeps no list."""
+    sender = getattr(producer, "_sender", None)
+    if sender is None:
+        return
+    for task in asyncio.all_tasks():
+        coro = task.get_coro()
+        if not inspect.iscoroutine(coro):
+            continue
+        owner = inspect.getcoroutinelocals(coro).get("self")
+        if owner is producer:
+            continue  # the stop itself
+        if owner is sender or getattr(owner, "_sender", None) is sender:
+            task.cancel()
 
 
 async def ride_out(
     attempt: Callable[[], Awaitable[T]],
     *,
     settings: Settings,
+    who: str,
+    timeout: float | None = None,
     log: logging.Logger = OUTAGE_LOG,
 ) -> T:
     """``attempt()``, retried with backoff while the broker is unreachable.
 
-    The outage starts when the first failing attempt started; once it has lasted
-    ``settings.broker_timeout_seconds`` the last error is raised as :class:`BrokerUnavailable`
-    (which is itself never retried here: whoever raised it has already waited). Anything that
-    is not an outage is raised at once. ``attempt`` must leave nothing half-open when it fails.
+    An attempt fails on an outage when it raises one of aiokafka's "cannot reach" errors, or
+    -- with ``timeout`` -- when it has not finished in that many seconds (idempotent producers
+    do not fail while the broker is away: they wait for it), in which case it is cancelled and
+    must clean up after itself. The lines and the budget are the shared
+    :class:`~turnlog.kafka.reader.BrokerOutage`'s: once the outage (dated from the start of the
+    first failed attempt) has lasted ``settings.broker_timeout_seconds``, the next failure is
+    :class:`BrokerUnavailable` -- never retried here: whoever raises it has already waited.
+    Anything that is not an outage is raised at once.
     """
     loop = asyncio.get_running_loop()
     budget = settings.broker_timeout_seconds
-    where = f"Kafka at {settings.bootstrap_servers}"
+    outage = BrokerOutage(budget, f"{who} (Kafka at {settings.bootstrap_servers})", log)
     since: float | None = None
-    delay = FIRST_BACKOFF
     while True:
         started = loop.time()
+        limit = timeout
+        if limit is not None and since is not None:
+            limit = max(1.0, min(limit, since + budget - started + 1.0))
         try:
-            result = await attempt()
+            result = await (attempt() if limit is None else asyncio.wait_for(attempt(), limit))
         except BrokerUnavailable:
             raise
         except Exception as exc:
-            if not is_outage(exc):
+            if not (is_outage(exc) or isinstance(exc, TimeoutError)):
                 raise
-            now = loop.time()
-            if since is None:
-                since = started
-                log.warning(
-                    "broker unreachable (%s: %s); retrying for up to %gs",
-                    type(exc).__name__,
-                    exc,
-                    budget,
-                )
-            if now - since >= budget:
-                raise BrokerUnavailable(
-                    f"{where} unreachable for {now - since:.1f}s, the broker timeout "
-                    f"({budget:g}s); last error {type(exc).__name__}: {exc}"
-                ) from exc
-            await asyncio.sleep(min(delay, since + budget - now))
-            delay = min(delay * 2, MAX_BACKOFF)
+            if isinstance(exc, TimeoutError):
+                exc = TimeoutError(f"no answer within {loop.time() - started:.0f}s")
+            since = started if since is None else since
+            backoff = outage.failed(exc, began=started)
+            # The last attempt comes just after the budget is spent, and its failure raises.
+            await asyncio.sleep(min(backoff, max(0.05, since + budget - loop.time() + 0.05)))
             continue
-        if since is not None:
-            log.warning("broker reachable again after %.1fs; continuing", loop.time() - since)
+        outage.ok()
         return result
 
 
@@ -297,7 +374,12 @@ class PauseRecorder:
         :class:`BrokerUnavailable` (a ``TurnlogError``), never aiokafka's own exception:
         callers must be able to tell it from a bug without importing the client library.
         """
-        await ride_out(self._open, settings=self.settings)
+        await ride_out(
+            self._open,
+            settings=self.settings,
+            who="pause recorder",
+            timeout=attempt_timeout(self.settings),
+        )
 
     async def _open(self) -> tuple[AIOKafkaProducer, int]:
         async with self._lock:
@@ -327,14 +409,12 @@ class PauseRecorder:
             return producer, partitions
 
     async def _discard(self, producer: AIOKafkaProducer) -> None:
-        """Drop a producer an outage broke (its transaction state is unknown)."""
+        """Drop a producer whose transaction failed: its state is unknown. The next one, with
+        the same transactional id, fences it and aborts what it left open."""
         async with self._lock:
             if self._producer is producer:
-                self._producer = None
-        try:
-            await producer.stop()
-        except Exception as exc:  # noqa: BLE001 - already failed; the retry makes a new one
-            OUTAGE_LOG.debug("stopping a broken pause producer: %s", exc)
+                self._producer, self._partitions = None, None
+        await abandon(producer)
 
     start = ensure_ready
 
@@ -344,9 +424,9 @@ class PauseRecorder:
 
     async def close(self) -> None:
         async with self._lock:
-            producer, self._producer = self._producer, None
+            producer, self._producer, self._partitions = self._producer, None, None
             if producer is not None:
-                await producer.stop()
+                await stop_producer(producer, patience=attempt_timeout(self.settings))
 
     stop = close
 
@@ -436,19 +516,24 @@ class PauseRecorder:
         async def attempt() -> tuple[int, int]:
             producer, partitions = await self._open()
             partition = partition_for(checkpoint.thread_id, partitions)
+            # Not ``async with producer.transaction()``: its exit aborts, and an abort waits for
+            # a broker that may be gone. A failed transaction is left to the next producer.
             try:
-                async with producer.transaction():
-                    sent = await producer.send(
-                        self.topics.pauses, value, key=key, partition=partition
-                    )
-                    # Awaited inside: a commit does not wait for a failed delivery.
-                    metadata = await sent
-            except Exception as exc:
-                if is_outage(exc):
-                    await self._discard(producer)
+                await producer.begin_transaction()
+                sent = await producer.send(self.topics.pauses, value, key=key, partition=partition)
+                # Awaited before the commit: a commit does not wait for a failed delivery.
+                metadata = await sent
+                await producer.commit_transaction()
+            except BaseException:
+                await self._discard(producer)
                 raise
             return partition, int(metadata.offset)
 
-        partition, offset = await ride_out(attempt, settings=self.settings)
+        partition, offset = await ride_out(
+            attempt,
+            settings=self.settings,
+            who="pause recorder",
+            timeout=attempt_timeout(self.settings),
+        )
         claims = PauseClaims.for_pause(pause, pause_partition=partition, pause_offset=offset)
         return RecordedPause(self._issuer.issue(claims), pause, partition, offset)
