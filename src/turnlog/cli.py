@@ -385,7 +385,7 @@ class Interrupts:
     def _abandon(self) -> None:
         if self._task is None or self._task.done():
             return
-        err.print("[red]error:[/red] interrupted; left without a clean stop", highlight=False)
+        err.print("[red]error:[/red] interrupted; left without a clean stop", soft_wrap=True)
         sys.stderr.flush()
         os._exit(EXIT_INTERRUPTED)
 

@@ -258,7 +258,10 @@ async def worker(broker_timeout: BrokerTimeoutOpt = None) -> None:
             settings, store=store, verifier=_verifier(), interactions=default_interactions()
         )
         interrupts.on_stop(resume.request_stop)
-        err.print(f"worker {settings.application_id} on {settings.bootstrap_servers}; Ctrl-C stops")
+        err.print(
+            f"worker {settings.application_id} on {settings.bootstrap_servers}; Ctrl-C stops",
+            soft_wrap=True,
+        )
         try:
             await resume.run()
         except BrokerUnavailable:
@@ -266,7 +269,10 @@ async def worker(broker_timeout: BrokerTimeoutOpt = None) -> None:
                 raise
             raise Interrupted from None  # stopped while it waited for the broker
         s = resume.stats
-        err.print(f"stopped: resumed {s.resumed}, rejected {s.rejected}, expired {s.expired}")
+        err.print(
+            f"stopped: resumed {s.resumed}, rejected {s.rejected}, expired {s.expired}",
+            soft_wrap=True,
+        )
     finally:
         store.close()
 
@@ -282,18 +288,25 @@ async def project(broker_timeout: BrokerTimeoutOpt = None) -> None:
 
     settings = STATE.settings
     store = Store.open(projection_dir(settings))
+    err.print(f"projecting into {projection_dir(settings)}; Ctrl-C stops", soft_wrap=True)
     try:
         # Catching up does not look at the stop flag: a signal during it cancels (Interrupts).
         applied = await _caught_up(store)
-        err.print(f"caught up ({applied} records); following")
-        async with CheckpointProjector(
+        projector = CheckpointProjector(
             settings.bootstrap_servers,
             store,
             TopicSet.from_settings(settings),
             broker_timeout=settings.broker_timeout_seconds,
-        ) as projector:
-            interrupts.on_stop(projector.request_stop)
+        )
+        # Registered before the start (not ``async with``): a signal from here on is a graceful
+        # stop, and a cancellation inside the start still closes its client.
+        interrupts.on_stop(projector.request_stop)
+        try:
+            await projector.start()
+            err.print(f"caught up ({applied} records); following", soft_wrap=True)
             await projector.follow()
+        finally:
+            await projector.stop()
     finally:
         store.close()
 
@@ -372,7 +385,7 @@ async def pending(as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = N
             row["thread_id"], row["token_id"], f"{(row['expires_at_ms'] - now_ms) / 1000:.0f}s"
         )
     out.print(table)
-    err.print(f"as of {fresh}")
+    err.print(f"as of {fresh}", soft_wrap=True)
 
 
 @app.command("show")
@@ -417,7 +430,7 @@ async def show(
             )
         )
     out.print(table)
-    err.print(f"as of {fresh}")
+    err.print(f"as of {fresh}", soft_wrap=True)
 
 
 @app.command("tail")

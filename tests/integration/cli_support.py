@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -117,3 +119,60 @@ def local_token(keys_dir: Path, thread_id: str) -> tuple[str, list[str]]:
         *("--call", stated["call_id"]),
     ]
     return token, options
+
+
+class Spawned:
+    """A long-running verb in the background; its stderr read line by line as it comes."""
+
+    def __init__(self, cli: Cli, *args: str) -> None:
+        self.proc = cli.spawn(*args)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def wait_for_line(self, needle: str, timeout: float = 60) -> str:
+        """The first stderr line containing ``needle``; fails past ``timeout`` or at exit."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no line with {needle!r} in {timeout:.0f}s: {self.seen}")
+            try:
+                line = self.lines.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise AssertionError(f"exited before a line with {needle!r}: {self.seen}")
+            self.seen.append(line)
+            if needle in line:
+                return line
+
+    def finish(self, timeout: float) -> tuple[int, list[str]]:
+        """Wait for the exit; the return code and every stderr line not read yet."""
+        try:
+            self.proc.wait(timeout=timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._reader.join(timeout=10)
+            for stream in (self.proc.stdout, self.proc.stderr):
+                if stream is not None:
+                    stream.close()
+        rest: list[str] = []
+        while True:
+            try:
+                line = self.lines.get_nowait()
+            except queue.Empty:
+                break
+            if line is not None:
+                rest.append(line)
+        self.seen += rest
+        return self.proc.returncode, rest
