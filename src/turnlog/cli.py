@@ -76,14 +76,9 @@ OPTION_NAMES = {
 }
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print data as JSON.")]
+_BROKER_TIMEOUT_HELP = "Exit 4 once Kafka is unreachable this long (env TURNLOG_BROKER_TIMEOUT)."
 BrokerTimeoutOpt = Annotated[
-    float | None,
-    typer.Option(
-        "--broker-timeout",
-        metavar="SECONDS",
-        help="Give up (exit 4) once Kafka has been unreachable this long "
-        "(env TURNLOG_BROKER_TIMEOUT; default 300).",
-    ),
+    float | None, typer.Option("--broker-timeout", metavar="SECONDS", help=_BROKER_TIMEOUT_HELP)
 ]
 
 
@@ -150,14 +145,12 @@ def _apply_broker_timeout(seconds: float | None) -> None:
 
 
 class Interrupted(Exception):
-    """The verb was stopped by SIGINT/SIGTERM before it could finish on its own."""
+    """The verb was stopped by a signal before it could finish on its own."""
 
 
 def run_async(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
-    """Run an async verb, turning turnlog's errors into one line and an exit code.
-
-    A verb taking ``broker_timeout`` has it applied to the settings here, before it runs.
-    """
+    """Run an async verb, turning turnlog's errors into one line and an exit code (a verb's
+    own ``broker_timeout`` is applied to the settings here, before it runs)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
