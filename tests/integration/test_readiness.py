@@ -163,7 +163,9 @@ async def test_failed_readiness_does_not_latch_and_succeeds_once_the_broker_is_u
     dep = make_deployment(
         broker.bootstrap, names.prefix, names.app, tmp_path / "state", partitions=2
     )
-    recorder = PauseRecorder(dep.settings, dep.issuer)
+    # A short outage budget: the first readiness must give up (and not latch) while the
+    # broker is still down, rather than wait the default five minutes for it.
+    recorder = PauseRecorder(dep.settings.with_(broker_timeout_seconds=2), dep.issuer)
     service = CheckpointService(recorder)
     try:
         with pytest.raises(BrokerUnavailable):

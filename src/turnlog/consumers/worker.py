@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.errors import IllegalStateError, KafkaError, ProducerFenced
 
 from turnlog.clock import utc_now
 from turnlog.consumers.handler import AnswerHandler, Output, event_meta
@@ -136,6 +136,9 @@ class ResumeWorker:
             refence_after=session_timeout_ms / 1000,
         )
         self._assigned: set[int] = set()
+        #: Per taken partition, the committed offset the take positioned it at: nothing below
+        #: it is handled again (see :meth:`_still_current`).
+        self._floors: dict[int, int] = {}
         self._lock = asyncio.Lock()
         self._reader_lock = asyncio.Lock()
         self._stopping = asyncio.Event()
@@ -240,13 +243,34 @@ class ResumeWorker:
             work = []
             for tp, records in batch.items():
                 if records and tp.partition in self._owners:
-                    work.append(self._process(tp, records))
+                    current = await self._still_current(tp, records)
+                    if current:
+                        work.append(self._process(tp, current))
                 elif records:
                     self._put_back(tp, records[0].offset)
             for outcome in await asyncio.gather(*work, return_exceptions=True):
                 if isinstance(outcome, BaseException):
                     raise outcome
             await self._retake()
+
+    async def _still_current(self, tp: TopicPartition, records: list[Record]) -> list[Record]:
+        """The records of a fetched batch that a take has not made stale.
+
+        ``getmany`` may return records fetched from the position the consumer had *before* a
+        take (run by the rebalance listener while this round waited for the lock) positioned
+        the partition at its committed offset. Such a batch is dropped: the consumer reads the
+        partition again from where the take put it. Handling it would write its rejections a
+        second time (resumes are caught by the ledger, refusals are not), or, for records
+        below the committed offset, write what the previous owner already wrote.
+        """
+        try:
+            position = await self._consumer.position(tp)
+        except IllegalStateError:  # no longer assigned
+            return []
+        if position != records[-1].offset + 1:
+            return []  # repositioned since the fetch
+        floor = self._floors.get(tp.partition, 0)
+        return [r for r in records if r.offset >= floor]
 
     async def stop(self) -> None:
         if not self._started:
@@ -256,6 +280,10 @@ class ResumeWorker:
             await self._owners.close()
         # Leaving the group lets the partitions move now, not after a session timeout.
         await close_consumer(self._consumer)
+        # A take that the consumer's last group join ran after the first close (a stop during
+        # a join) opened producers of its own: close those too.
+        async with self._lock:
+            await self._owners.close()
         await self._reader.stop()
 
     async def __aenter__(self) -> ResumeWorker:
@@ -304,6 +332,7 @@ class ResumeWorker:
         for p in partitions:
             tp = TopicPartition(self.topics.answers, p)
             committed = await self._consumer.committed(tp)
+            self._floors[p] = committed or 0
             # None: nobody has committed, and the consumer starts from the earliest offset
             # already (a second reset here would be applied late, after a first batch).
             if committed is not None and tp in self._consumer.assignment():
