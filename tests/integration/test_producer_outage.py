@@ -30,7 +30,7 @@ from turnlog.wire.codec import decode
 
 pytest_plugins = ["tests.brokers"]
 
-OUTAGE_LOGGER = "turnlog.producers.outage"
+OUTAGE_LOGGER = "turnlog.kafka.outage"
 BUDGET = 3.0
 #: How long past the budget a verb may take to say it gave up: process start, one last attempt
 #: and a loaded 2-core machine -- far less than the five-minute default it would otherwise wait.

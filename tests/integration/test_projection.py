@@ -23,10 +23,10 @@ from tests.deployment import ANSWER, axes, make_deployment, sample_checkpoint
 from tests.kafka_helpers import eventually, read_to_end
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import AnswerSubmitted, PauseRecorded, TokenConsumed
-from turnlog.forget import forget_thread
 from turnlog.kafka.partitioning import answer_key, consumption_key, partition_for, pause_key
 from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics
 from turnlog.producers.answers import AnswerPublisher
+from turnlog.producers.forget import forget_thread
 from turnlog.producers.pauses import PauseRecorder, RecordedPause
 from turnlog.projections.projector import CheckpointProjector, rebuild
 from turnlog.projections.store import Store

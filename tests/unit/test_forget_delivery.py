@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError
 
-from turnlog import forget as forget_module
+from turnlog.producers import forget as forget_module
 from turnlog.errors import DeliveryFailed
-from turnlog.forget import forget_thread
 from turnlog.kafka.topics import TopicSet
+from turnlog.producers.forget import forget_thread
 from turnlog.settings import Settings
 
 SETTINGS = Settings(bootstrap_servers="127.0.0.1:1", topic_prefix="f.", state_dir=Path("unused"))

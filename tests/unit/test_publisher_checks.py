@@ -29,7 +29,7 @@ from turnlog.producers import answers as answers_module
 from turnlog.producers.answers import AnswerPublisher
 from turnlog.tokens import PauseClaims
 
-OUTAGE_LOGGER = "turnlog.producers.outage"
+OUTAGE_LOGGER = "turnlog.kafka.outage"
 
 
 class FakeProducer:

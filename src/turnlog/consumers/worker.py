@@ -23,6 +23,11 @@ fetched after the fence therefore includes the previous owner's last commit.
 The worker rides out its broker: a failure of the loop's own Kafka calls is logged once, retried
 with backoff, and given up (``BrokerUnavailable``) only after ``broker_timeout_seconds`` without
 one good round. Answers are never lost on the way: nothing is committed that was not written.
+
+It is one module, over the usual length, because the run loop, the rebalance callbacks, the
+transaction and the expiry sweep share one lock and one set of fenced producers: the order in
+which they take that lock is the guarantee, and it reads best in one place. What each answer
+produces is :mod:`turnlog.consumers.handler`'s.
 """
 
 from __future__ import annotations

@@ -8,7 +8,10 @@ aiokafka 0.14 offers no public way to do these three things, and each matters:
 - close a consumer whose ``stop()`` was interrupted by its own fetch tasks' cancellation
   (``consumer._fetcher``, ``consumer._client``): otherwise its connections stay open;
 - tell whether a transactional producer died of a fence (``producer._sender``): a later send
-  reports only "not in transaction", and the owner must know to wait before retaking.
+  reports only "not in transaction", and the owner must know to wait before retaking;
+- stop a producer whose broker is gone: aiokafka's idempotent producer never expires a batch, so
+  ``stop()`` would wait forever for pending sends -- their batches are failed
+  (``producer._message_accumulator``) and the sender's tasks cancelled (``producer._sender``).
 
 ``tests/unit/test_kafka_internals.py`` checks that each attribute still exists with the shape
 used here, so a client upgrade that moves one fails there, by name, not in production.
@@ -18,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.errors import ProducerFenced
+from aiokafka.errors import KafkaConnectionError, ProducerFenced
 
 
 async def refresh_metadata(consumer: AIOKafkaConsumer) -> bool:
@@ -48,3 +52,35 @@ def died_of_fence(producer: AIOKafkaProducer) -> bool:
     if task is None or not task.done() or task.cancelled():
         return False
     return isinstance(task.exception(), ProducerFenced)
+
+
+def fail_pending(accumulator: Any) -> None:
+    """Fail every batch not yet acknowledged, and mark the failures seen: nobody is left to
+    await them, and asyncio would log each one as "never retrieved"."""
+    if accumulator is None:
+        return
+    batches = [b for queue in accumulator._batches.values() for b in queue]
+    batches += list(accumulator._pending_batches)
+    accumulator.fail_all(KafkaConnectionError("abandoned after the broker went away"))
+    for batch in batches:
+        waiters = [batch.future, batch._drain_waiter, *(f for f, _ in batch._msg_futures)]
+        for waiter in waiters:
+            if waiter.done() and not waiter.cancelled():
+                waiter.exception()
+
+
+def cancel_sender_tasks(producer: AIOKafkaProducer) -> None:
+    """Cancel the tasks of ``producer``'s sender (its routine, produce requests, coordinator
+    lookups): found by the ``self`` of each task's coroutine, as aiokafka keeps no list."""
+    sender = getattr(producer, "_sender", None)
+    if sender is None:
+        return
+    for task in asyncio.all_tasks():
+        coro = task.get_coro()
+        if not inspect.iscoroutine(coro):
+            continue
+        owner = inspect.getcoroutinelocals(coro).get("self")
+        if owner is producer:
+            continue  # the stop itself
+        if owner is sender or getattr(owner, "_sender", None) is sender:
+            task.cancel()

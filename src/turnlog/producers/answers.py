@@ -35,9 +35,7 @@ from turnlog.contracts.events import AnswerSubmitted
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused, refuse
 from turnlog.contracts.resume import mismatched_axis, missing_axis
 from turnlog.errors import ConfigurationError
-from turnlog.kafka.partitioning import answer_key, partition_for
-from turnlog.kafka.topics import TopicSet
-from turnlog.producers.pauses import (
+from turnlog.kafka.outage import (
     abandon,
     attempt_timeout,
     is_outage,
@@ -45,6 +43,8 @@ from turnlog.producers.pauses import (
     ride_out,
     stop_producer,
 )
+from turnlog.kafka.partitioning import answer_key, partition_for
+from turnlog.kafka.topics import TopicSet
 from turnlog.settings import Settings
 from turnlog.tokens import TokenVerifier, peek_claims
 from turnlog.wire.codec import encode

@@ -31,10 +31,11 @@ from turnlog.contracts.events import AnswerRejected, TurnResumed
 from turnlog.contracts.interactions import default_interactions
 from turnlog.contracts.refusals import Refused
 from turnlog.errors import TurnlogError
+from turnlog.kafka.outage import ride_out
 from turnlog.kafka.reader import LogReader
 from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics
 from turnlog.producers.answers import AnswerPublisher
-from turnlog.producers.pauses import PauseRecorder, ride_out
+from turnlog.producers.pauses import PauseRecorder
 from turnlog.projections.projector import CheckpointProjector, rebuild
 from turnlog.projections.store import Store
 from turnlog.settings import Settings
@@ -96,7 +97,7 @@ async def run_demo(base: Settings, console: Console) -> None:
     tag = uuid.uuid4().hex[:8]
     scratch = Path(tempfile.mkdtemp(prefix="turnlog-demo-"))
     settings = base.with_(
-        topic_prefix=f"turnlog.demo.{tag}.",
+        topic_prefix=f"turnlog.cli.demo.{tag}.",
         application_id=f"turnlog-demo-{tag}",
         state_dir=scratch,
         partitions=3,

@@ -15,16 +15,16 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, KafkaTimeoutError
 
 from turnlog.errors import DecodeError, DeliveryFailed
-from turnlog.kafka.partitioning import partition_for, split_key
-from turnlog.kafka.reader import LogReader, Record
-from turnlog.kafka.topics import TopicSet
-from turnlog.producers.pauses import (
+from turnlog.kafka.outage import (
     abandon,
     attempt_timeout,
     request_timeout_ms,
     ride_out,
     stop_producer,
 )
+from turnlog.kafka.partitioning import partition_for, split_key
+from turnlog.kafka.reader import LogReader, Record
+from turnlog.kafka.topics import TopicSet
 from turnlog.settings import Settings
 
 

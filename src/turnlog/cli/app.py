@@ -5,6 +5,8 @@ as a rich table or, with ``--json``, as JSON, and fails with one clear line and 
 code -- never a traceback unless ``--debug``:
 
   0 ok · 1 failure · 2 usage · 3 refused (a token or answer was refused) · 4 broker unavailable
+
+The typer app, its global options, and how a verb runs (one error line, an exit code).
 """
 
 from __future__ import annotations
@@ -15,9 +17,9 @@ import json
 import logging
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -25,9 +27,7 @@ import typer
 from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from turnlog import __version__
 from turnlog.errors import BrokerUnavailable, PauseInvalid, SettingError, TurnlogError
 from turnlog.settings import Settings
 
@@ -38,33 +38,61 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
 broker_app = typer.Typer(help="The local Apache Kafka (no Docker needed).", no_args_is_help=True)
+
+
 topics_app = typer.Typer(help="Create, verify and describe the topic set.", no_args_is_help=True)
+
+
 keys_app = typer.Typer(help="Token signing keys.", no_args_is_help=True)
+
+
 app.add_typer(broker_app, name="broker")
+
+
 app.add_typer(topics_app, name="topics")
+
+
 app.add_typer(keys_app, name="keys")
 
+
 out = Console()
+
+
 err = Console(stderr=True)
 
+
 EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED, EXIT_BROKER = 1, 2, 3, 4
+
+
 #: What a shell reports for a process ended by SIGINT.
 EXIT_INTERRUPTED = 130
+
 
 T = TypeVar("T")
 
 
+@dataclass
 class State:
-    settings: Settings = Settings()
+    """What the global options decided, carried on the typer (click) context of the run."""
+
+    settings: Settings = field(default_factory=Settings)
     debug: bool = False
 
 
-STATE = State()
+def run_state(ctx: typer.Context) -> State:
+    """The run's :class:`State`, set on the root context by the global options."""
+    obj = ctx.find_root().obj
+    return obj if isinstance(obj, State) else State()
+
 
 #: Verbs that run until stopped: they show the one line when the broker goes and the one when
 #: it comes back. The others say it once, in their own error line, when the budget is spent.
 LONG_RUNNING = frozenset({"worker", "project", "tail", "demo"})
+
+
 #: The option each settings field is given by, for naming a bad value.
 OPTION_NAMES = {
     "bootstrap_servers": "--bootstrap-servers",
@@ -75,8 +103,13 @@ OPTION_NAMES = {
     "broker_timeout_seconds": "--broker-timeout",
 }
 
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print data as JSON.")]
+
+
 _BROKER_TIMEOUT_HELP = "Exit 4 once Kafka is unreachable this long (env TURNLOG_BROKER_TIMEOUT)."
+
+
 BrokerTimeoutOpt = Annotated[
     float | None, typer.Option("--broker-timeout", metavar="SECONDS", help=_BROKER_TIMEOUT_HELP)
 ]
@@ -103,9 +136,9 @@ def main_options(
     broker_timeout: BrokerTimeoutOpt = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
 ) -> None:
-    STATE.debug = debug
+    ctx.obj = current = State(debug=debug)
     try:
-        STATE.settings = Settings.from_env(
+        current.settings = Settings.from_env(
             names=OPTION_NAMES,
             bootstrap_servers=bootstrap_servers,
             topic_prefix=topic_prefix,
@@ -115,7 +148,7 @@ def main_options(
             broker_timeout_seconds=broker_timeout,
         )
     except SettingError as exc:
-        raise _fail(str(exc), EXIT_USAGE) from None
+        raise fail(str(exc), EXIT_USAGE) from None
     # Kafka client chatter (reconnect attempts) is for --debug; the verb says what failed.
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
@@ -128,20 +161,20 @@ def main_options(
     logging.getLogger("turnlog").setLevel(logging.ERROR if quiet else logging.NOTSET)
 
 
-def _fail(message: str, code: int) -> typer.Exit:
+def fail(message: str, code: int) -> typer.Exit:
     line = " ".join(message.split())  # one line, whatever the message carried
     err.print(f"[red]error:[/red] {escape(line)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
-def _apply_broker_timeout(seconds: float | None) -> None:
+def _apply_broker_timeout(current: State, seconds: float | None) -> None:
     """A verb's own ``--broker-timeout`` wins over the global one and the environment."""
     if seconds is None:
         return
     try:
-        STATE.settings = STATE.settings.with_(broker_timeout_seconds=seconds)
+        current.settings = current.settings.with_(broker_timeout_seconds=seconds)
     except SettingError as exc:
-        raise _fail(str(SettingError("--broker-timeout", seconds, exc.why)), EXIT_USAGE) from None
+        raise fail(str(SettingError("--broker-timeout", seconds, exc.why)), EXIT_USAGE) from None
 
 
 class Interrupted(Exception):
@@ -156,29 +189,31 @@ def run_async(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
     def wrapper(*args: Any, **kwargs: Any) -> T:
         from turnlog.contracts.refusals import Refused
 
-        _apply_broker_timeout(kwargs.get("broker_timeout"))
+        ctx = kwargs.get("ctx")
+        current = run_state(ctx) if isinstance(ctx, typer.Context) else State()
+        _apply_broker_timeout(current, kwargs.get("broker_timeout"))
         try:
             return asyncio.run(fn(*args, **kwargs))
         except typer.Exit:
             raise
         except (KeyboardInterrupt, asyncio.CancelledError, Interrupted):
             # Ctrl-C during a one-shot verb, or a long-running one that did not stop in time.
-            raise _fail("interrupted", EXIT_INTERRUPTED) from None
+            raise fail("interrupted", EXIT_INTERRUPTED) from None
         except Exception as exc:
-            if STATE.debug:
+            if current.debug:
                 raise
             if isinstance(exc, Refused):
-                raise _fail(f"refused: {exc.refusal}", EXIT_REFUSED) from None
+                raise fail(f"refused: {exc.refusal}", EXIT_REFUSED) from None
             if isinstance(exc, SettingError | PauseInvalid):
-                raise _fail(str(exc), EXIT_USAGE) from None
+                raise fail(str(exc), EXIT_USAGE) from None
             if isinstance(exc, BrokerUnavailable | KafkaConnectionError | KafkaTimeoutError):
-                raise _fail(
-                    f"Kafka at {STATE.settings.bootstrap_servers} is not reachable: {exc}; "
+                raise fail(
+                    f"Kafka at {current.settings.bootstrap_servers} is not reachable: {exc}; "
                     "start one with `turnlog broker up`",
                     EXIT_BROKER,
                 ) from None
             if isinstance(exc, TurnlogError | KafkaError | OSError | ValueError):
-                raise _fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE) from None
+                raise fail(f"{type(exc).__name__}: {exc}", EXIT_FAILURE) from None
             raise
 
     return wrapper
@@ -186,142 +221,6 @@ def run_async(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
-
-
-# -- broker ------------------------------------------------------------------------------------
-
-
-def _kafka_script() -> Path:
-    script = Path(__file__).resolve().parents[2] / "compose" / "kafka-local" / "kafka.sh"
-    if not script.exists():
-        raise _fail(
-            "the local broker script ships with the source checkout (compose/kafka-local); "
-            "with Docker use compose/docker-compose.yml",
-            EXIT_USAGE,
-        )
-    return script
-
-
-def _broker(verb: str) -> None:
-    result = subprocess.run([str(_kafka_script()), verb], check=False)
-    raise typer.Exit(result.returncode)
-
-
-@broker_app.command("up")
-def broker_up() -> None:
-    """Start the local single-node Kafka (fetches the jars once)."""
-    _broker("start")
-
-
-@broker_app.command("down")
-def broker_down() -> None:
-    """Stop the local Kafka."""
-    _broker("stop")
-
-
-@broker_app.command("status")
-def broker_status() -> None:
-    """Is the local Kafka running? Exit 3 when stopped."""
-    _broker("status")
-
-
-# -- topics ------------------------------------------------------------------------------------
-
-
-async def _with_admin(use: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
-    """``use(admin)`` on a fresh admin client, riding out an unreachable broker."""
-    from turnlog.kafka.topics import admin_client
-    from turnlog.producers.pauses import ride_out
-
-    async def attempt() -> T:
-        admin = admin_client(STATE.settings.bootstrap_servers)
-        try:
-            await admin.start()
-            return await use(admin)
-        finally:
-            await admin.close()
-
-    return await ride_out(attempt, settings=STATE.settings, who="topics")
-
-
-@topics_app.command("ensure")
-@run_async
-async def topics_ensure(as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None) -> None:
-    """Create the missing topics; verify cleanup policy and partition count of existing ones."""
-    from turnlog.kafka.topics import TopicSet, ensure_topics
-
-    topics = TopicSet.from_settings(STATE.settings)
-    created = await _with_admin(lambda admin: ensure_topics(admin, topics))
-    names = [s.name for s in topics.specs()]
-    if as_json:
-        print_json({"created": created, "verified": [n for n in names if n not in created]})
-        return
-    for name in names:
-        out.print(f"{'created ' if name in created else 'verified'}  {name}")
-
-
-@topics_app.command("describe")
-@run_async
-async def topics_describe(
-    as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None
-) -> None:
-    """Partitions and key configs of the topic set."""
-    from turnlog.kafka.topics import TopicSet, describe
-
-    topics = TopicSet.from_settings(STATE.settings)
-    found = await _with_admin(lambda admin: describe(admin, [s.name for s in topics.specs()]))
-    keys = ("cleanup.policy", "retention.ms", "min.insync.replicas")
-    rows = [
-        {
-            "topic": spec.name,
-            "exists": spec.name in found,
-            "partitions": found[spec.name].partitions if spec.name in found else None,
-            **{k: found[spec.name].configs.get(k) if spec.name in found else None for k in keys},
-        }
-        for spec in topics.specs()
-    ]
-    if as_json:
-        print_json(rows)
-        return
-    table = Table("topic", "partitions", *keys)
-    for row in rows:
-        if not row["exists"]:
-            table.add_row(str(row["topic"]), "[red]missing[/red]", "", "", "")
-        else:
-            table.add_row(str(row["topic"]), str(row["partitions"]), *(str(row[k]) for k in keys))
-    out.print(table)
-
-
-# -- keys --------------------------------------------------------------------------------------
-
-
-@keys_app.command("new")
-def keys_new(
-    kid: Annotated[str, typer.Option(help="Key id (letters, digits, - and _).")] = "",
-    as_json: JsonOpt = False,
-) -> None:
-    """Write a new Ed25519 key pair <kid>.private.pem / <kid>.public.pem into the keys dir."""
-    from datetime import UTC, datetime
-
-    from turnlog.tokens import write_keypair
-
-    kid = kid or f"k{datetime.now(UTC):%Y%m%d%H%M%S}"
-    directory = STATE.settings.keys_dir
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        private, public = write_keypair(directory, kid)
-    except (TurnlogError, ValueError, OSError) as exc:
-        raise _fail(str(exc), EXIT_FAILURE) from None
-    if as_json:
-        print_json({"kid": kid, "private": str(private), "public": str(public)})
-    else:
-        out.print(f"kid {kid}\n  private {private}\n  public  {public}")
-
-
-@app.command("version")
-def version() -> None:
-    """Print the package version."""
-    out.print(__version__)
 
 
 class Interrupts:
@@ -390,7 +289,3 @@ def main() -> None:
     except KeyboardInterrupt:  # before a verb's own handling began
         err.print("[red]error:[/red] interrupted", highlight=False)
         sys.exit(EXIT_INTERRUPTED)
-
-
-# The data verbs live in cli_data to keep this module readable; importing registers them.
-from turnlog import cli_data  # noqa: E402, F401

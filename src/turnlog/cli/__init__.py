@@ -1,0 +1,13 @@
+"""The ``turnlog`` command: :mod:`~turnlog.cli.app` holds the app and how a verb runs; each verb
+group has its module, imported here -- in the order ``--help`` lists them -- so that its verbs
+are registered."""
+
+# isort: skip_file
+from __future__ import annotations
+
+from turnlog.cli.app import app, main
+from turnlog.cli import turns
+from turnlog.cli import services
+from turnlog.cli import admin
+
+__all__ = ["admin", "app", "main", "services", "turns"]

@@ -1,0 +1,163 @@
+"""Verbs around the data: the local broker, the topic set, signing keys, the version."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from turnlog import __version__
+from turnlog.cli.app import (
+    EXIT_FAILURE,
+    EXIT_USAGE,
+    BrokerTimeoutOpt,
+    JsonOpt,
+    T,
+    app,
+    broker_app,
+    fail,
+    keys_app,
+    out,
+    print_json,
+    run_async,
+    run_state,
+    topics_app,
+)
+from turnlog.errors import TurnlogError
+from turnlog.settings import Settings
+
+
+def _kafka_script() -> Path:
+    script = Path(__file__).resolve().parents[2] / "compose" / "kafka-local" / "kafka.sh"
+    if not script.exists():
+        raise fail(
+            "the local broker script ships with the source checkout (compose/kafka-local); "
+            "with Docker use compose/docker-compose.yml",
+            EXIT_USAGE,
+        )
+    return script
+
+
+def _broker(verb: str) -> None:
+    result = subprocess.run([str(_kafka_script()), verb], check=False)
+    raise typer.Exit(result.returncode)
+
+
+@broker_app.command("up")
+def broker_up(ctx: typer.Context) -> None:
+    """Start the local single-node Kafka (fetches the jars once)."""
+    _broker("start")
+
+
+@broker_app.command("down")
+def broker_down(ctx: typer.Context) -> None:
+    """Stop the local Kafka."""
+    _broker("stop")
+
+
+@broker_app.command("status")
+def broker_status(ctx: typer.Context) -> None:
+    """Is the local Kafka running? Exit 3 when stopped."""
+    _broker("status")
+
+
+async def _with_admin(settings: Settings, use: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
+    """``use(admin)`` on a fresh admin client, riding out an unreachable broker."""
+    from turnlog.kafka.outage import ride_out
+    from turnlog.kafka.topics import admin_client
+
+    async def attempt() -> T:
+        admin = admin_client(settings.bootstrap_servers)
+        try:
+            await admin.start()
+            return await use(admin)
+        finally:
+            await admin.close()
+
+    return await ride_out(attempt, settings=settings, who="topics")
+
+
+@topics_app.command("ensure")
+@run_async
+async def topics_ensure(
+    ctx: typer.Context, as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None
+) -> None:
+    """Create the missing topics; verify cleanup policy and partition count of existing ones."""
+    from turnlog.kafka.topics import TopicSet, ensure_topics
+
+    topics = TopicSet.from_settings(run_state(ctx).settings)
+    created = await _with_admin(run_state(ctx).settings, lambda admin: ensure_topics(admin, topics))
+    names = [s.name for s in topics.specs()]
+    if as_json:
+        print_json({"created": created, "verified": [n for n in names if n not in created]})
+        return
+    for name in names:
+        out.print(f"{'created ' if name in created else 'verified'}  {name}")
+
+
+@topics_app.command("describe")
+@run_async
+async def topics_describe(
+    ctx: typer.Context, as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None
+) -> None:
+    """Partitions and key configs of the topic set."""
+    from turnlog.kafka.topics import TopicSet, describe
+
+    topics = TopicSet.from_settings(run_state(ctx).settings)
+    found = await _with_admin(
+        run_state(ctx).settings, lambda admin: describe(admin, [s.name for s in topics.specs()])
+    )
+    keys = ("cleanup.policy", "retention.ms", "min.insync.replicas")
+    rows = [
+        {
+            "topic": spec.name,
+            "exists": spec.name in found,
+            "partitions": found[spec.name].partitions if spec.name in found else None,
+            **{k: found[spec.name].configs.get(k) if spec.name in found else None for k in keys},
+        }
+        for spec in topics.specs()
+    ]
+    if as_json:
+        print_json(rows)
+        return
+    table = Table("topic", "partitions", *keys)
+    for row in rows:
+        if not row["exists"]:
+            table.add_row(str(row["topic"]), "[red]missing[/red]", "", "", "")
+        else:
+            table.add_row(str(row["topic"]), str(row["partitions"]), *(str(row[k]) for k in keys))
+    out.print(table)
+
+
+@keys_app.command("new")
+def keys_new(
+    ctx: typer.Context,
+    kid: Annotated[str, typer.Option(help="Key id (letters, digits, - and _).")] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a new Ed25519 key pair <kid>.private.pem / <kid>.public.pem into the keys dir."""
+    from datetime import UTC, datetime
+
+    from turnlog.tokens import write_keypair
+
+    kid = kid or f"k{datetime.now(UTC):%Y%m%d%H%M%S}"
+    directory = run_state(ctx).settings.keys_dir
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        private, public = write_keypair(directory, kid)
+    except (TurnlogError, ValueError, OSError) as exc:
+        raise fail(str(exc), EXIT_FAILURE) from None
+    if as_json:
+        print_json({"kid": kid, "private": str(private), "public": str(public)})
+    else:
+        out.print(f"kid {kid}\n  private {private}\n  public  {public}")
+
+
+@app.command("version")
+def version(ctx: typer.Context) -> None:
+    """Print the package version."""
+    out.print(__version__)

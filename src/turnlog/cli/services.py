@@ -1,0 +1,150 @@
+"""The long-running verbs and the demo: worker, project, replay, demo."""
+
+from __future__ import annotations
+
+import time
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from turnlog.cli.app import (
+    BrokerTimeoutOpt,
+    Interrupted,
+    Interrupts,
+    JsonOpt,
+    app,
+    err,
+    out,
+    print_json,
+    run_async,
+    run_state,
+)
+from turnlog.cli.common import caught_up, projection_dir, verifier, worker_dir
+from turnlog.errors import BrokerUnavailable
+
+
+@app.command("worker")
+@run_async
+async def worker(ctx: typer.Context, broker_timeout: BrokerTimeoutOpt = None) -> None:
+    """Run the resume worker until SIGTERM/SIGINT (finishes its batch, commits, leaves)."""
+    interrupts = Interrupts()
+    from turnlog.consumers.worker import ResumeWorker
+    from turnlog.contracts.interactions import default_interactions
+    from turnlog.projections.store import Store
+
+    settings = run_state(ctx).settings
+    store = Store.open(worker_dir(settings))
+    try:
+        resume = ResumeWorker(
+            settings, store=store, verifier=verifier(settings), interactions=default_interactions()
+        )
+        interrupts.on_stop(resume.request_stop)
+        err.print(
+            f"worker {settings.application_id} on {settings.bootstrap_servers}; Ctrl-C stops",
+            soft_wrap=True,
+        )
+        try:
+            await resume.run()
+        except BrokerUnavailable:
+            if interrupts.signal is None:
+                raise
+            raise Interrupted from None  # stopped while it waited for the broker
+        s = resume.stats
+        err.print(
+            f"stopped: resumed {s.resumed}, rejected {s.rejected}, expired {s.expired}",
+            soft_wrap=True,
+        )
+    finally:
+        store.close()
+
+
+@app.command("project")
+@run_async
+async def project(ctx: typer.Context, broker_timeout: BrokerTimeoutOpt = None) -> None:
+    """Follow pauses and consumptions into the local store until SIGTERM/SIGINT."""
+    interrupts = Interrupts()
+    from turnlog.kafka.topics import TopicSet
+    from turnlog.projections.projector import CheckpointProjector
+    from turnlog.projections.store import Store
+
+    settings = run_state(ctx).settings
+    store = Store.open(projection_dir(settings))
+    err.print(f"projecting into {projection_dir(settings)}; Ctrl-C stops", soft_wrap=True)
+    try:
+        # Catching up does not look at the stop flag: a signal during it cancels (Interrupts).
+        applied = await caught_up(store, run_state(ctx).settings)
+        projector = CheckpointProjector(
+            settings.bootstrap_servers,
+            store,
+            TopicSet.from_settings(settings),
+            broker_timeout=settings.broker_timeout_seconds,
+        )
+        # Registered before the start (not ``async with``): a signal from here on is a graceful
+        # stop, and a cancellation inside the start still closes its client.
+        interrupts.on_stop(projector.request_stop)
+        try:
+            await projector.start()
+            err.print(f"caught up ({applied} records); following", soft_wrap=True)
+            await projector.follow()
+        finally:
+            await projector.stop()
+    finally:
+        store.close()
+
+
+@app.command("replay")
+@run_async
+async def replay(
+    ctx: typer.Context, as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None
+) -> None:
+    """Rebuild the store from the topics (earliest offsets) and print its digest."""
+    from turnlog.kafka.outage import ride_out
+    from turnlog.kafka.topics import TopicSet
+    from turnlog.projections.projector import Progress as Step
+    from turnlog.projections.projector import rebuild
+
+    settings = run_state(ctx).settings
+    started = time.monotonic()
+    bar = Progress(
+        TextColumn("replay"),
+        BarColumn(),
+        TextColumn("{task.completed:,} records · {task.fields[rate]:,.0f}/s"),
+        TimeRemainingColumn(),
+        console=err,
+        disable=as_json,
+    )
+    task = bar.add_task("replay", total=None, rate=0.0)
+
+    def report(step: Step) -> None:
+        bar.update(
+            task, completed=step.applied, total=step.applied + step.remaining, rate=step.rate
+        )
+
+    with bar:
+        # The rebuild rides out an outage itself; a client that cannot even start is retried
+        # here, from the start (a rebuild is its own fresh store).
+        digest = await ride_out(
+            lambda: rebuild(
+                settings.bootstrap_servers,
+                projection_dir(settings),
+                TopicSet.from_settings(settings),
+                on_progress=report,
+                broker_timeout=settings.broker_timeout_seconds,
+            ),
+            settings=settings,
+            who="replay",
+        )
+    elapsed = time.monotonic() - started
+    if as_json:
+        print_json({"digest": digest, "seconds": round(elapsed, 3)})
+    else:
+        out.print(f"digest {digest}  ({elapsed:.1f}s)")
+
+
+@app.command("demo")
+@run_async
+async def demo(ctx: typer.Context, broker_timeout: BrokerTimeoutOpt = None) -> None:
+    """Pause → answer → resume on the local broker, with the refusals and a rebuild."""
+    from turnlog.cli.demo import run_demo
+
+    await run_demo(run_state(ctx).settings, out)

@@ -1,0 +1,310 @@
+"""Verbs on paused turns: pause, answer, pending, show, tail, forget."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from turnlog.cli.app import (
+    EXIT_FAILURE,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+    BrokerTimeoutOpt,
+    JsonOpt,
+    app,
+    err,
+    fail,
+    out,
+    print_json,
+    run_async,
+    run_state,
+)
+from turnlog.cli.common import caught_up, freshness, issuer, open_for_reading, verifier
+from turnlog.errors import PauseInvalid
+
+
+@app.command("pause")
+@run_async
+async def pause(
+    ctx: typer.Context,
+    checkpoint_file: Annotated[Path, typer.Argument(help="JSON checkpoint (canonical body).")],
+    request: Annotated[str, typer.Option(help="The paused request as JSON text.")] = "{}",
+    interaction: Annotated[
+        str | None, typer.Option(help="Defaults to the checkpoint's name.")
+    ] = None,
+    ttl: Annotated[int | None, typer.Option(help="Window in seconds (at least 1).")] = None,
+    as_json: JsonOpt = False,
+    broker_timeout: BrokerTimeoutOpt = None,
+) -> None:
+    """Record a pause from a checkpoint file and print its token.
+
+    Everything is checked before Kafka is contacted (exit 2 naming the field): the file, the
+    request, the interaction and the window -- a pause is never written without its token.
+    """
+    from turnlog.producers.pauses import PauseRecorder, read_checkpoint
+
+    try:
+        raw = checkpoint_file.read_bytes()
+    except OSError as exc:
+        raise fail(f"cannot read checkpoint {checkpoint_file}: {exc}", EXIT_USAGE) from None
+    try:
+        checkpoint = read_checkpoint(raw)
+    except PauseInvalid as exc:
+        raise fail(f"checkpoint {checkpoint_file}: {exc}", EXIT_USAGE) from None
+    if ttl is not None and ttl < 1:
+        raise fail(f"--ttl={ttl}: a pause's window is at least 1 second", EXIT_USAGE)
+    window = timedelta(seconds=ttl) if ttl is not None else None
+    recorder = PauseRecorder(run_state(ctx).settings, issuer(run_state(ctx).settings))
+    try:
+        recorder.prepare(checkpoint, request_json=request, interaction=interaction, ttl=window)
+    except PauseInvalid as exc:
+        option = {"request_json": "--request", "interaction": "--interaction", "ttl": "--ttl"}
+        name = option.get(exc.field, f"checkpoint {checkpoint_file}: {exc.field}")
+        raise fail(f"{name}: {exc.detail}", EXIT_USAGE) from None
+    try:
+        recorded = await recorder.record(
+            checkpoint, request_json=request, interaction=interaction, ttl=window
+        )
+    finally:
+        await recorder.close()
+    data = {
+        "token": recorded.token,
+        "token_id": recorded.token_id,
+        "thread_id": recorded.thread_id,
+        "partition": recorded.partition,
+        "offset": recorded.offset,
+        "expires_at": recorded.pause.expires_at.isoformat(),
+    }
+    if as_json:
+        print_json(data)
+    else:
+        out.print(recorded.token, soft_wrap=True)
+
+
+@app.command("answer")
+@run_async
+async def answer(
+    ctx: typer.Context,
+    token: Annotated[str, typer.Argument(help="The pause token.")],
+    response: Annotated[str, typer.Option(help="The response, JSON.")],
+    scope: Annotated[str | None, typer.Option(help="Tenant scope hash.")] = None,
+    session: Annotated[str | None, typer.Option(help="Session id.")] = None,
+    run: Annotated[str | None, typer.Option(help="Run id.")] = None,
+    call: Annotated[str | None, typer.Option(help="The answered call id.")] = None,
+    answer_id: Annotated[
+        str | None, typer.Option(help="Idempotency id (retries reuse it).")
+    ] = None,
+    as_json: JsonOpt = False,
+    broker_timeout: BrokerTimeoutOpt = None,
+) -> None:
+    """Publish an answer; a bad token, a missing axis, a response nested too deeply or an answer
+    over TURNLOG_MAX_ANSWER_BYTES is refused before publishing (exit 3)."""
+    from turnlog.producers.answers import AnswerPublisher
+
+    try:
+        json.loads(response)
+    except RecursionError:
+        pass  # valid or not, too deep to read: the pre-check refuses it by name (exit 3)
+    except ValueError as exc:
+        raise fail(f"--response must be JSON: {exc}", EXIT_USAGE) from None
+    publisher = AnswerPublisher(run_state(ctx).settings, verifier(run_state(ctx).settings))
+    candidate = publisher.build(
+        token, response, scope_hash=scope, session_id=session, run_id=run, call_id=call,
+        answer_id=answer_id,
+    )  # fmt: skip
+    publisher.precheck(candidate)  # raises Refused before anything touches Kafka
+    async with publisher:
+        sent = await publisher.publish_unchecked(candidate)
+    data = {"answer_id": sent.answer_id, "partition": sent.partition, "offset": sent.offset}
+    if as_json:
+        print_json(data)
+    else:
+        out.print(
+            f"published answer {sent.answer_id} to partition {sent.partition} @ {sent.offset}"
+        )
+
+
+@app.command("pending")
+@run_async
+async def pending(
+    ctx: typer.Context, as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None
+) -> None:
+    """Pauses waiting for an answer (unconsumed, window open)."""
+    from turnlog.clock import utc_now
+
+    with open_for_reading(run_state(ctx).settings) as (store, writer):
+        if writer:
+            await caught_up(store, run_state(ctx).settings)
+        now_ms = int(utc_now().timestamp() * 1000)
+        rows = [
+            {"token_id": p.token_id, "thread_id": p.thread_id, "expires_at_ms": p.expires_at_ms}
+            for p in store.pending(now_ms)
+        ]
+        fresh = freshness(store)
+    if as_json:
+        print_json({"pending": rows, "as_of": fresh})
+        return
+    table = Table("thread", "token id", "expires in")
+    for row in rows:
+        table.add_row(
+            row["thread_id"], row["token_id"], f"{(row['expires_at_ms'] - now_ms) / 1000:.0f}s"
+        )
+    out.print(table)
+    err.print(f"as of {fresh}", soft_wrap=True)
+
+
+@app.command("show")
+@run_async
+async def show(
+    ctx: typer.Context,
+    thread: Annotated[str, typer.Argument(help="Thread id.")],
+    as_json: JsonOpt = False,
+    broker_timeout: BrokerTimeoutOpt = None,
+) -> None:
+    """The latest checkpoint of a thread and its history (oldest first). Exit 1 if unknown."""
+    from turnlog.contracts.events import PauseRecorded
+    from turnlog.wire.codec import decode
+
+    with open_for_reading(run_state(ctx).settings) as (store, writer):
+        if writer:
+            await caught_up(store, run_state(ctx).settings)
+        history = [decode(raw, PauseRecorded) for raw in store.list_checkpoints(thread)]
+        spent = {p.token_id: store.ledger(p.token_id) for p in history}
+        fresh = freshness(store)
+    if not history:
+        raise fail(f"no checkpoint recorded for thread {thread!r} (as of {fresh})", EXIT_FAILURE)
+    rows = [
+        {
+            "sequence": p.checkpoint.sequence,
+            "checkpoint_id": p.checkpoint.checkpoint_id,
+            "token_id": p.token_id,
+            "interaction": p.response_schema,
+            "messages": len(p.checkpoint.messages),
+            "state": spent[p.token_id].outcome if spent[p.token_id] else "pending",
+        }
+        for p in history
+    ]
+    if as_json:
+        print_json({"thread_id": thread, "latest": rows[-1], "history": rows, "as_of": fresh})
+        return
+    table = Table("seq", "checkpoint", "interaction", "messages", "state", title=f"thread {thread}")
+    for row in rows:
+        table.add_row(
+            *(
+                str(row[k])
+                for k in ("sequence", "checkpoint_id", "interaction", "messages", "state")
+            )
+        )
+    out.print(table)
+    err.print(f"as of {fresh}", soft_wrap=True)
+
+
+@app.command("tail")
+@run_async
+async def tail(
+    ctx: typer.Context,
+    stream: Annotated[str, typer.Argument(help="resumed | rejections")],
+    from_beginning: Annotated[bool, typer.Option(help="Start at the earliest offset.")] = False,
+    max_records: Annotated[int | None, typer.Option("--max", help="Stop after N records.")] = None,
+    idle: Annotated[float | None, typer.Option(help="Stop after N idle seconds.")] = None,
+    as_json: JsonOpt = False,
+    broker_timeout: BrokerTimeoutOpt = None,
+) -> None:
+    """Print records of the resumed or rejections stream (read_committed)."""
+    from aiokafka import AIOKafkaConsumer
+
+    from turnlog.errors import DecodeError
+    from turnlog.kafka.outage import ride_out
+    from turnlog.kafka.topics import TopicSet
+    from turnlog.wire.codec import decode
+    from turnlog.wire.records import to_record
+
+    topics = TopicSet.from_settings(run_state(ctx).settings)
+    names = {"resumed": topics.resumed, "rejections": topics.rejections}
+    if stream not in names:
+        raise fail(f"tail takes 'resumed' or 'rejections', not {stream!r}", EXIT_USAGE)
+
+    async def started() -> Any:
+        consumer = AIOKafkaConsumer(
+            names[stream],
+            bootstrap_servers=run_state(ctx).settings.bootstrap_servers,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest" if from_beginning else "latest",
+        )
+        try:
+            await consumer.start()
+        except BaseException:
+            await consumer.stop()
+            raise
+        return consumer
+
+    consumer = await ride_out(started, settings=run_state(ctx).settings, who="tail")
+    seen = 0
+    try:
+        while max_records is None or seen < max_records:
+            batch = await consumer.getmany(timeout_ms=int((idle or 3600) * 1000), max_records=1)
+            if not batch:
+                break
+            for records in batch.values():
+                for record in records:
+                    seen += 1
+                    try:
+                        event = decode(record.value)
+                    except DecodeError as exc:
+                        err.print(f"[yellow]{record.partition}@{record.offset}: {exc}[/yellow]")
+                        continue
+                    data = {"type": type(event).__name__, **to_record(event)}
+                    if as_json:
+                        print_json(data)
+                    else:
+                        _print_event(data)
+    finally:
+        await consumer.stop()
+
+
+def _print_event(data: dict[str, Any]) -> None:
+    kind = data["type"]
+    if kind == "AnswerRejected":
+        out.print(
+            f"[red]rejected[/red] answer {data['answer_id']} — {data['reason']} "
+            f"(step {data['step']}): {data['detail']}"
+        )
+    elif kind == "TurnResumed":
+        out.print(
+            f"[green]resumed[/green] thread {data['thread_id']} run {data['run_id']} "
+            f"— {len(data['history'])} messages"
+        )
+    else:
+        out.print(f"{kind} {json.dumps(data, default=str)}")
+
+
+@app.command("forget")
+@run_async
+async def forget(
+    ctx: typer.Context,
+    thread: Annotated[str, typer.Argument(help="Thread id.")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False,
+    as_json: JsonOpt = False,
+    broker_timeout: BrokerTimeoutOpt = None,
+) -> None:
+    """Write tombstones for every key of a thread on the compacted topics (exit 1, saying how
+    many, if any tombstone was not delivered: run it again)."""
+    from turnlog.kafka.topics import TopicSet
+    from turnlog.producers.forget import forget_thread
+
+    if not yes and not typer.confirm(f"forget every fact of thread {thread!r}?"):
+        raise typer.Exit(EXIT_REFUSED)
+    counts = await forget_thread(
+        run_state(ctx).settings, TopicSet.from_settings(run_state(ctx).settings), thread
+    )
+    if as_json:
+        print_json({"thread_id": thread, "tombstones": counts})
+    else:
+        for topic, n in counts.items():
+            out.print(f"{n} tombstone(s) on {topic}")
