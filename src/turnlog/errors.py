@@ -3,6 +3,21 @@
 Callers catch :class:`TurnlogError` for anything turnlog raises on purpose; anything else escaping
 is a bug. A refusal's ``reason`` is the same short name that an ``AnswerRejected`` event carries,
 so a log line, an exception and an event on the rejections topic all say the same thing.
+
+The whole tree (the CLI's exit code for each in brackets)::
+
+    TurnlogError
+    ├── ConfigurationError        a key, registration or setting is missing or contradictory [1]
+    │   └── SettingError          one setting's value, named by its variable or option      [2]
+    ├── PauseInvalid              a pause that could never be answered, named by field       [2]
+    ├── Refused                   an answer or token refused by a rule of the contract      [3]
+    │                             (turnlog.contracts.refusals; ``reason`` is the rule's name)
+    ├── DecodeError               bytes from outside that are not a turnlog value           [1]
+    ├── TopicMismatch             an existing topic contradicts the topic set               [1]
+    ├── StoreError                the local store disagrees with the log                    [1]
+    ├── DeliveryFailed            records the broker did not take (forget's tombstones)     [1]
+    ├── BrokerUnavailable         Kafka unreachable for longer than the outage budget       [4]
+    └── DemoFailed                the demo's end-to-end story did not hold (turnlog.cli.demo) [1]
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ earlier schema versions kept under ``schemas/history/`` are looked up by fingerp
 to today's schema. A fingerprint that matches nothing is refused by name, never guessed.
 
 Each current schema is written and read by code compiled from it once
-(:mod:`turnlog.wire.compiled`: the codec round trip of ``bench/`` went from 223 µs to 50 µs),
+(:mod:`turnlog.wire.compiled`; figures in ``bench/README.md``),
 held to produce exactly fastavro's bytes; earlier schema versions, which need writer-to-reader
 resolution, go through fastavro.
 

@@ -3,8 +3,8 @@
 Why it exists: fastavro interprets the schema for every value it writes or reads, and on a
 20-message checkpoint that interpretation, not the bytes, is most of the cost. Compiling each
 current schema once into two straight-line functions per record type, with the primitives
-inlined, took the codec round trip of ``bench/`` (``python -m bench -s codec``) from 223 µs to
-50 µs.
+inlined, made the codec round trip several times faster (``python -m bench -s codec``; the
+figures are in ``bench/README.md``).
 
 What holds it to fastavro: the compiled writer must produce exactly the bytes
 ``fastavro.schemaless_writer`` produces for the same record, and the compiled reader must return
