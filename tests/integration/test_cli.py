@@ -69,7 +69,7 @@ def test_the_whole_tour(cli: Cli, tmp_path: Path) -> None:
     )
     assert "run_mismatch" in mismatch.stderr
 
-    worker = cli.spawn("worker")
+    worker = cli.spawn("worker", "--instance-id", "cli-worker-1")  # static membership
     try:
         sent = cli.json("answer", token, "--response", response, *axes, "--call", "call-1")
         assert isinstance(sent, dict) and sent["answer_id"]

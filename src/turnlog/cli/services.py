@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -25,7 +26,19 @@ from turnlog.errors import BrokerUnavailable
 
 @app.command("worker")
 @run_async
-async def worker(ctx: typer.Context, broker_timeout: BrokerTimeoutOpt = None) -> None:
+async def worker(
+    ctx: typer.Context,
+    broker_timeout: BrokerTimeoutOpt = None,
+    instance_id: Annotated[
+        str | None,
+        typer.Option(
+            envvar="TURNLOG_INSTANCE_ID",
+            help="A stable id per worker slot (Kafka static membership): a restarted worker "
+            "takes its partitions straight back instead of stalling the group for a session "
+            "timeout. Unique per running worker.",
+        ),
+    ] = None,
+) -> None:
     """Run the resume worker until SIGTERM/SIGINT (finishes its batch, commits, leaves)."""
     interrupts = Interrupts()
     from turnlog.consumers.worker import ResumeWorker
@@ -36,7 +49,11 @@ async def worker(ctx: typer.Context, broker_timeout: BrokerTimeoutOpt = None) ->
     store = Store.open(worker_dir(settings))
     try:
         resume = ResumeWorker(
-            settings, store=store, verifier=verifier(settings), interactions=default_interactions()
+            settings,
+            store=store,
+            verifier=verifier(settings),
+            interactions=default_interactions(),
+            instance_id=instance_id,
         )
         interrupts.on_stop(resume.request_stop)
         err.print(
