@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError
 
-from turnlog.producers import forget as forget_module
 from turnlog.errors import DeliveryFailed
 from turnlog.kafka.topics import TopicSet
+from turnlog.producers import forget as forget_module
 from turnlog.producers.forget import forget_thread
 from turnlog.settings import Settings
 
