@@ -1,10 +1,165 @@
-"""turnlog: paused LLM-agent turns, durable and resumable exactly once, over Apache Kafka."""
+"""turnlog: paused LLM-agent turns, durable and resumable exactly once, over Apache Kafka.
 
+The public API is the names in ``__all__``; every other module is private and may change.
+Start from :class:`Turnlog`::
+
+    from turnlog import Settings, Turnlog
+
+    async with Turnlog(Settings.from_env()) as tl:
+        paused = await tl.pause(checkpoint, request={"q": "region?"})
+        sent = await tl.answer(paused.token, {"answers": [...]}, **paused.axes)
+        print((await tl.outcome(sent.answer_id)).accepted)
+
+The names are loaded on first use, so ``import turnlog`` stays cheap (the CLI and the pure
+rooms import the package without a Kafka client or a store).
+
+Entry point
+    ``Turnlog`` -- one deployment: pause, answer, outcome, resumed, run_worker, checkpoints.
+    ``Settings`` -- where and how (``Settings.from_env()`` reads ``TURNLOG_*``).
+    ``AnswerOutcome`` -- what became of an answer: resumed, or rejected with its reason.
+Paused turns
+    ``TurnCheckpoint`` -- the continuable state of one paused turn.
+    ``ReservedCall`` / ``captured_messages`` -- the asking round, captured into a checkpoint.
+    ``Paused`` -- a durable pause: its token and the axes an answer must state.
+    ``PublishedAnswer`` -- an answer on the log (its id, partition, offset).
+Interactions (what a person may answer)
+    ``Interaction`` / ``InteractionRegistry`` / ``default_interactions`` -- register your own.
+    ``ASK_USER`` -- the built-in question interaction's name.
+Downstream
+    ``ResumedTurns`` -- the async iterator of resumed turns; ``history_dicts`` its messages.
+    ``TurnResumed`` / ``PauseExpired`` / ``AnswerRejected`` -- the records on the output topics.
+Checkpoint service (seed 001)
+    ``CheckpointService`` / ``CheckpointRef`` -- readiness, latest, history, safe boundaries.
+Keys
+    ``Keyring`` / ``write_keypair`` -- token keys, and writing a new pair into a keys directory.
+Errors (all are ``TurnlogError``)
+    ``Refused`` (``.refusal.reason``: a ``RefusalReason``), ``PauseInvalid``,
+    ``BrokerUnavailable``, ``ConfigurationError``, ``SettingError``.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__ = version("turnlog")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+source"
 
-__all__ = ["__version__"]
+if TYPE_CHECKING:
+    from turnlog.api import Paused, Turnlog
+    from turnlog.consumers.outcomes import AnswerOutcome
+    from turnlog.consumers.resumed import ResumedTurns, history_dicts
+    from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
+    from turnlog.contracts.events import AnswerRejected, PauseExpired, TurnResumed
+    from turnlog.contracts.interactions import (
+        ASK_USER,
+        Interaction,
+        InteractionRegistry,
+        default_interactions,
+    )
+    from turnlog.contracts.refusals import RefusalReason, Refused
+    from turnlog.errors import (
+        BrokerUnavailable,
+        ConfigurationError,
+        PauseInvalid,
+        SettingError,
+        TurnlogError,
+    )
+    from turnlog.producers.answers import PublishedAnswer
+    from turnlog.projections.service import CheckpointRef, CheckpointService
+    from turnlog.settings import Settings
+    from turnlog.tokens import Keyring, write_keypair
+
+#: Each public name and the private module it lives in.
+_HOME: dict[str, str] = {
+    # entry point
+    "Turnlog": "turnlog.api",
+    "AnswerOutcome": "turnlog.consumers.outcomes",
+    "Settings": "turnlog.settings",
+    # paused turns
+    "TurnCheckpoint": "turnlog.contracts.checkpoint",
+    "ReservedCall": "turnlog.contracts.checkpoint",
+    "captured_messages": "turnlog.contracts.checkpoint",
+    "Paused": "turnlog.api",
+    "PublishedAnswer": "turnlog.producers.answers",
+    # interactions
+    "Interaction": "turnlog.contracts.interactions",
+    "InteractionRegistry": "turnlog.contracts.interactions",
+    "default_interactions": "turnlog.contracts.interactions",
+    "ASK_USER": "turnlog.contracts.interactions",
+    # downstream
+    "ResumedTurns": "turnlog.consumers.resumed",
+    "history_dicts": "turnlog.consumers.resumed",
+    "TurnResumed": "turnlog.contracts.events",
+    "PauseExpired": "turnlog.contracts.events",
+    "AnswerRejected": "turnlog.contracts.events",
+    # checkpoint service
+    "CheckpointService": "turnlog.projections.service",
+    "CheckpointRef": "turnlog.projections.service",
+    # keys
+    "Keyring": "turnlog.tokens",
+    "write_keypair": "turnlog.tokens",
+    # errors
+    "TurnlogError": "turnlog.errors",
+    "Refused": "turnlog.contracts.refusals",
+    "RefusalReason": "turnlog.contracts.refusals",
+    "PauseInvalid": "turnlog.errors",
+    "BrokerUnavailable": "turnlog.errors",
+    "ConfigurationError": "turnlog.errors",
+    "SettingError": "turnlog.errors",
+}
+
+__all__ = [  # noqa: RUF022 - grouped by use, as the docstring lists them
+    # entry point
+    "Turnlog",
+    "AnswerOutcome",
+    "Settings",
+    # paused turns
+    "TurnCheckpoint",
+    "ReservedCall",
+    "captured_messages",
+    "Paused",
+    "PublishedAnswer",
+    # interactions
+    "Interaction",
+    "InteractionRegistry",
+    "default_interactions",
+    "ASK_USER",
+    # downstream
+    "ResumedTurns",
+    "history_dicts",
+    "TurnResumed",
+    "PauseExpired",
+    "AnswerRejected",
+    # checkpoint service
+    "CheckpointService",
+    "CheckpointRef",
+    # keys
+    "Keyring",
+    "write_keypair",
+    # errors
+    "TurnlogError",
+    "Refused",
+    "RefusalReason",
+    "PauseInvalid",
+    "BrokerUnavailable",
+    "ConfigurationError",
+    "SettingError",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'turnlog' has no attribute {name!r}")
+    value = getattr(import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

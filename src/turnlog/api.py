@@ -1,0 +1,347 @@
+"""The library's entry point: one object, built from :class:`Settings`, for the whole story.
+
+An agent developer should not have to wire a keyring into an issuer and a verifier, open a store
+and pick the worker's interactions by hand: :class:`Turnlog` does that once, from the settings and
+the keys directory, and hands out the five things a program does with paused turns::
+
+    async with Turnlog(Settings.from_env()) as tl:
+        paused = await tl.pause(checkpoint, request={"q": "region?"})   # the agent side
+        sent = await tl.answer(paused.token, response, **paused.axes)   # the person's side
+        outcome = await tl.outcome(sent.answer_id, timeout=30)          # resumed, or why not
+        async with tl.resumed() as turns:                               # the continuing side
+            async for turn in turns: ...
+    # and somewhere, in one or more processes: await Turnlog(settings).run_worker()
+
+Every part is lazy: a process that only answers never starts a pause producer, and one that only
+pauses never opens the worker's store. ``checkpoints`` is the checkpoint service (seed 001) on a
+real driver -- the pause producer and a local store projected from the pauses topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from turnlog.clock import utc_now
+from turnlog.consumers.outcomes import AnswerOutcome, read_outcome
+from turnlog.consumers.resumed import ResumedTurns
+from turnlog.consumers.worker import ResumeWorker
+from turnlog.contracts.checkpoint import TurnCheckpoint
+from turnlog.contracts.events import PauseRecorded
+from turnlog.contracts.interactions import InteractionRegistry, default_interactions
+from turnlog.kafka.topics import TopicSet
+from turnlog.producers.answers import AnswerPublisher, PublishedAnswer
+from turnlog.producers.pauses import PauseRecorder
+from turnlog.projections.driver import KafkaCheckpointDriver
+from turnlog.projections.service import CheckpointService
+from turnlog.projections.store import Store
+from turnlog.settings import Settings
+from turnlog.tokens import Keyring, TokenIssuer, TokenVerifier
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """A durable pause: its ``token`` (hand it to whoever answers) and the ``axes`` an answer
+    must state, with where it was written."""
+
+    token: str
+    pause: PauseRecorded
+    partition: int
+    offset: int
+
+    @property
+    def token_id(self) -> str:
+        return self.pause.token_id
+
+    @property
+    def thread_id(self) -> str:
+        return self.pause.checkpoint.thread_id
+
+    @property
+    def axes(self) -> dict[str, str]:
+        """The four axes an answer to this pause states: ``tl.answer(token, r, **paused.axes)``."""
+        cp = self.pause.checkpoint
+        return {
+            "scope_hash": cp.scope_hash,
+            "session_id": cp.session_id,
+            "run_id": cp.run_id,
+            "call_id": cp.tool_call_id or cp.interrupt_id,
+        }
+
+
+def _json_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+class Turnlog:
+    """One deployment of turnlog, as a program uses it. Build one per process, from settings.
+
+    Keys come from ``settings.keys_dir`` (``turnlog keys new`` writes them there): a private key
+    signs pause tokens, every key verifies them. ``interactions`` is what pauses may name and
+    answers are checked against -- ``ask_user`` and ``approve_tool_call`` by default; register
+    your own before the first pause or worker::
+
+        tl = Turnlog(settings)
+        tl.interactions.register("pick_date", {"type": "record", "name": "PickDate",
+                                              "fields": [{"name": "date", "type": "string"}]})
+
+    Use it as ``async with Turnlog(settings) as tl:`` (or call :meth:`close`): closing stops
+    the workers it runs, the iterators it handed out and every client it opened.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        keyring: Keyring | None = None,
+        interactions: InteractionRegistry | None = None,
+        read_timeout: float = 30.0,
+    ) -> None:
+        self.settings = settings if settings is not None else Settings()
+        self.keyring = (
+            keyring if keyring is not None else Keyring.from_directory(self.settings.keys_dir)
+        )
+        self.interactions = interactions if interactions is not None else default_interactions()
+        self.topics = TopicSet.from_settings(self.settings)
+        s = self.settings
+        self.verifier = TokenVerifier(
+            self.keyring,
+            issuer=s.issuer,
+            audience=s.audience,
+            leeway=timedelta(seconds=s.token_leeway_seconds),
+        )
+        self._read_timeout = read_timeout
+        self._driver: KafkaCheckpointDriver | None = None
+        self._checkpoints: CheckpointService | None = None
+        self._recorder: PauseRecorder | None = None
+        self._publisher: AnswerPublisher | None = None
+        self._answered: dict[str, str] = {}
+        self._workers: dict[ResumeWorker, asyncio.Task[None]] = {}
+        self._iterators: list[ResumedTurns] = []
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> Turnlog:
+        """``Turnlog(Settings.from_env(**overrides))``: ``TURNLOG_*`` variables, overrides win."""
+        return cls(Settings.from_env(**overrides))
+
+    async def __aenter__(self) -> Turnlog:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- the agent side ---------------------------------------------------------------------------
+
+    @property
+    def checkpoints(self) -> CheckpointService:
+        """The checkpoint service (seed 001) on Kafka and a local store::
+
+            await tl.checkpoints.ensure_ready()          # lazy, locked, retried after a failure
+            cp = await tl.checkpoints.latest("thread-7")  # newest checkpoint, or None
+            every = await tl.checkpoints.list_checkpoints("thread-7")  # oldest first
+            ref = tl.checkpoints.record_write(cp)         # a safe_boundary write is remembered
+            tl.checkpoints.latest_safe_boundary("thread-7")
+
+        :meth:`pause` records each write it makes here, so the safe boundaries of this process's
+        pauses are known without a call.
+        """
+        if self._checkpoints is None:
+            issuer = TokenIssuer(
+                self.keyring, issuer=self.settings.issuer, audience=self.settings.audience
+            )
+            recorder = PauseRecorder(
+                self.settings, issuer, topics=self.topics, interactions=self.interactions
+            )
+            self._recorder = recorder
+            self._driver = KafkaCheckpointDriver(
+                self.settings,
+                recorder,
+                self.settings.state_dir / "checkpoints",
+                read_timeout=self._read_timeout,
+            )
+            self._checkpoints = CheckpointService(self._driver)
+        return self._checkpoints
+
+    async def pause(
+        self,
+        checkpoint: TurnCheckpoint,
+        *,
+        request: Any = None,
+        interaction: str | None = None,
+        ttl: timedelta | float | None = None,
+    ) -> Paused:
+        """Record the paused turn and return its token (``.token``) and axes (``.axes``).
+
+        ``request`` is what was asked (JSON text, or a value that becomes JSON); the token binds
+        its hash. ``interaction`` defaults to ``checkpoint.name``; ``ttl`` (seconds or a
+        timedelta) to ``settings.token_ttl_seconds``. Everything is checked before Kafka:
+        :class:`~turnlog.errors.PauseInvalid` names the field that is wrong::
+
+            paused = await tl.pause(checkpoint, request={"questions": [...]})
+            send_to_the_person(paused.token, paused.axes)
+        """
+        service = self.checkpoints
+        await service.ensure_ready()
+        driver, recorder = self._driver, self._recorder
+        if driver is None or recorder is None:  # built with the service above
+            raise RuntimeError("no checkpoint driver")
+        window = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
+        recorded = await recorder.record(
+            checkpoint,
+            request_json=_json_text({} if request is None else request),
+            interaction=interaction,
+            ttl=window,
+        )
+        driver.wrote(recorded.thread_id, recorded.partition, recorded.offset)
+        service.record_write(checkpoint)
+        return Paused(recorded.token, recorded.pause, recorded.partition, recorded.offset)
+
+    # -- the person's side ------------------------------------------------------------------------
+
+    async def answer(
+        self,
+        token: str,
+        response: Any,
+        *,
+        scope_hash: str,
+        session_id: str,
+        run_id: str,
+        call_id: str,
+        answer_id: str | None = None,
+    ) -> PublishedAnswer:
+        """Check the answer, then publish it; :class:`~turnlog.contracts.refusals.Refused`
+        (``.refusal.reason``) and nothing written when the token, an axis or the response
+        against its interaction's schema is wrong::
+
+            sent = await tl.answer(token, {"answers": [{"selections": ["eu"], "other": None}]},
+                                   **paused.axes)
+
+        The four axes are never defaulted from the token: the answering side states them.
+        Reusing ``answer_id`` on a retry makes the retry the same fact (consumed at most once).
+        """
+        if self._publisher is None:
+            self._publisher = AnswerPublisher(self.settings, self.verifier, topics=self.topics)
+        candidate = self._publisher.build(
+            token,
+            _json_text(response),
+            scope_hash=scope_hash,
+            session_id=session_id,
+            run_id=run_id,
+            call_id=call_id,
+            answer_id=answer_id,
+        )
+        self._publisher.precheck(candidate)  # axes, size, token, axes against the token
+        # Step 4 before Kafka: the response against the schema of the interaction the (verified)
+        # token names -- the registry the workers answer against.
+        claims = self.verifier.verify(token, utc_now())
+        self.interactions.get(claims.interaction).validate(candidate.response_json)
+        sent = await self._publisher.publish_unchecked(candidate)
+        self._answered[sent.answer_id] = sent.answer.thread_id
+        return sent
+
+    async def outcome(
+        self, answer_id: str, *, thread_id: str | None = None, timeout: float = 30.0
+    ) -> AnswerOutcome:
+        """Wait until the worker has decided ``answer_id``: resumed, or rejected with its reason.
+
+        Reads the resumed and rejections topics (``read_committed``) from their beginning --
+        only the thread's partition when the thread is known (an answer this object published,
+        or ``thread_id``). Raises :class:`TimeoutError` after ``timeout`` seconds (no worker
+        running, or the answer not yet handled)::
+
+            result = await tl.outcome(sent.answer_id, timeout=30)
+            if not result.accepted:
+                print(result.reason, result.detail)
+        """
+        thread = thread_id or self._answered.get(answer_id)
+        return await read_outcome(
+            self.settings, self.topics, answer_id, thread_id=thread, timeout=timeout
+        )
+
+    # -- the continuing side ----------------------------------------------------------------------
+
+    def resumed(
+        self,
+        *,
+        group_id: str | None = None,
+        include_expired: bool = False,
+        from_beginning: bool = True,
+    ) -> ResumedTurns:
+        """The resumed turns, as an async iterator in its own consumer group (default
+        ``<application_id>.agents``); a turn's offset is committed once the loop body is done::
+
+            async with tl.resumed() as turns:
+                async for turn in turns:           # TurnResumed: turn.history holds the answer
+                    await continue_agent(turn)
+
+        ``include_expired`` also yields ``PauseExpired`` (a pause that closed unanswered).
+        """
+        turns = ResumedTurns(
+            self.settings,
+            group_id=group_id or f"{self.settings.application_id}.agents",
+            topics=self.topics,
+            include_expired=include_expired,
+            from_beginning=from_beginning,
+        )
+        self._iterators.append(turns)
+        return turns
+
+    async def run_worker(self, *, until: asyncio.Event | None = None) -> None:
+        """Run a resume worker (state under ``state_dir/worker``) until ``until`` is set, this
+        object closes, or the task is cancelled -- each a graceful stop: the batch finishes,
+        commits, and the worker leaves its group::
+
+            worker = asyncio.create_task(tl.run_worker())
+
+        Several workers, in this process or others, share the answers' partitions.
+        """
+        path = self.settings.state_dir / "worker"
+        if any(not task.done() for task in self._workers.values()):
+            raise RuntimeError(f"a worker of this Turnlog already uses {path}")
+        store = Store.open(path)
+        worker = ResumeWorker(
+            self.settings,
+            store=store,
+            verifier=self.verifier,
+            interactions=self.interactions,
+            topics=self.topics,
+            clock=utc_now,
+        )
+        task = asyncio.ensure_future(worker.run())
+        self._workers[worker] = task
+        watch = asyncio.ensure_future(until.wait()) if until is not None else None
+        if watch is not None:
+            watch.add_done_callback(lambda _: worker.request_stop())
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            worker.request_stop()
+            await task
+            raise
+        finally:
+            if watch is not None:
+                watch.cancel()
+            self._workers.pop(worker, None)
+            store.close()
+
+    async def close(self) -> None:
+        """Stop the workers, the resumed iterators and every client. Idempotent."""
+        for worker, task in list(self._workers.items()):
+            worker.request_stop()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await task
+        for turns in self._iterators:
+            await turns.stop()
+        self._iterators.clear()
+        if self._publisher is not None:
+            await self._publisher.stop()
+        if self._checkpoints is not None:
+            await self._checkpoints.close()
+            self._checkpoints, self._driver, self._recorder = None, None, None
+
+
+__all__ = ["AnswerOutcome", "Paused", "Turnlog"]
