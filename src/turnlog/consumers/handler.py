@@ -79,6 +79,9 @@ class Handled:
     resumed: bool = False
     duplicate: bool = False
     refusal: Refusal | None = None
+    #: For the worker's log line once committed (clipped; never the token).
+    thread_id: str | None = None
+    answer_id: str | None = None
 
 
 def clip(text: str | None, limit: int) -> str:
@@ -195,7 +198,12 @@ class AnswerHandler:
             if ledger is None:
                 ledger = self.view.ledger(token_id)
         if is_replay(answer, ledger):
-            return Handled(duplicate=True)  # a retry of the answer that resumed: nothing new
+            # A retry of the answer that resumed: nothing new.
+            return Handled(
+                duplicate=True,
+                thread_id=clip(answer.thread_id, ID_CHARS),
+                answer_id=clip(answer.answer_id, ID_CHARS),
+            )
         verified: PauseClaims | Refused = (
             parsed if isinstance(parsed, Refused) else self._verify(parsed, now)
         )
@@ -283,11 +291,17 @@ class AnswerHandler:
         pending[claims.token_id] = LedgerEntry(
             Outcome.RESUMED, outcome.answer.answer_id, claims.thread_id
         )
-        log.info(
-            "answer %s resumed thread %s (partition %d, offset %d)",
+        # The INFO line is the worker's, once the transaction committed.
+        log.debug(
+            "answer %s resumes thread %s (partition %d, offset %d)",
             outcome.answer.answer_id, claims.thread_id, record.partition, record.offset,
         )  # fmt: skip
-        return Handled(outputs=outputs, resumed=True)
+        return Handled(
+            outputs=outputs,
+            resumed=True,
+            thread_id=claims.thread_id,
+            answer_id=clip(outcome.answer.answer_id, ID_CHARS),
+        )
 
     def _accepted(self, prepared: PreparedResume, now: datetime) -> list[Output]:
         claims = prepared.claims
@@ -340,12 +354,14 @@ class AnswerHandler:
             step=refusal.step,
             detail=clip(refusal.detail, DETAIL_CHARS),
         )
-        log.info(
-            "answer %s refused: %s (thread %s, partition %d, offset %d)",
+        log.debug(
+            "answer %s is refused: %s (thread %s, partition %d, offset %d)",
             event.answer_id, event.reason, thread, record.partition, record.offset,
         )  # fmt: skip
         output = (self.topics.rejections, (thread or "").encode(), encode(event))
-        return Handled(outputs=[output], refusal=refusal)
+        return Handled(
+            outputs=[output], refusal=refusal, thread_id=thread, answer_id=event.answer_id
+        )
 
 
 def event_meta(now: datetime) -> dict[str, Any]:

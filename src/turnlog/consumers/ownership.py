@@ -147,7 +147,10 @@ class Ownership:
             return
         for p, owner in fenced.items():
             self._owners[p] = owner
-            log.info("owning answers partition %d", p)
+            log.info(
+                "owning answers partition %d", p,
+                extra={"event": "ownership", "change": "owned", "partition": p},
+            )  # fmt: skip
 
     async def lose(self, partition: int, *, fenced: bool = False) -> None:
         """Give up a partition whose producer failed; after a fence, wait before retaking it."""
@@ -165,7 +168,10 @@ class Ownership:
             owner = self._owners.pop(p, None)
             if owner is not None:
                 await owner.close()
-                log.info("released answers partition %d", p)
+                log.info(
+                    "released answers partition %d", p,
+                    extra={"event": "ownership", "change": "released", "partition": p},
+                )  # fmt: skip
 
     async def close(self) -> None:
         await self.release(list(self._owners))

@@ -22,6 +22,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
+from prometheus_client import CollectorRegistry
 
 from turnlog.contracts.events import AskUserAnswered, PauseExpired, TurnResumed
 from turnlog.errors import BrokerUnavailable, DecodeError
@@ -32,6 +33,7 @@ from turnlog.kafka.reader import (
     close_consumer,
 )
 from turnlog.kafka.topics import TopicSet
+from turnlog.observability.metrics import resumed_turns_metrics
 from turnlog.settings import Settings
 from turnlog.wire.codec import decode
 
@@ -134,10 +136,13 @@ class ResumedTurns:
         from_beginning: bool = True,
         probe_seconds: float = 1.0,
         call_timeout: float = 10.0,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.topics = topics or TopicSet.from_settings(settings)
         self.include_expired = include_expired
         self.skipped = 0
+        #: Prometheus collectors on ``registry`` (turnlog's own registry by default).
+        self.metrics = resumed_turns_metrics(registry)
         self.outage = BrokerOutage(settings.broker_timeout_seconds, "resumed turns", log)
         self._bootstrap = settings.bootstrap_servers
         self._probe_seconds = probe_seconds
@@ -215,9 +220,12 @@ class ResumedTurns:
             if isinstance(event, TurnResumed) or (
                 self.include_expired and isinstance(event, PauseExpired)
             ):
+                kind = "resumed" if isinstance(event, TurnResumed) else "expired"
+                self.metrics.delivered.labels(kind).inc()
                 yield Delivery(event, record.partition, record.offset)
             elif not isinstance(event, PauseExpired):
                 self.skipped += 1
+                self.metrics.skipped.inc()
             # Reached only when the caller asks for the next item: its handling is done.
             self._handled[tp] = self._uncommitted[tp] = record.offset + 1
             await self._commit_owed()
@@ -257,6 +265,7 @@ class ResumedTurns:
                     "resumed turns: commit %s refused (%s); retried after the rejoin", offsets, exc
                 )
                 self._refused.update(offsets)
+                self.metrics.commit_refusals.inc()
                 return
             except BROKER_TROUBLE as exc:
                 await asyncio.sleep(self.outage.failed(exc, began))

@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,9 +43,10 @@ from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError, ProducerFenced
+from prometheus_client import CollectorRegistry
 
 from turnlog.clock import utc_now
-from turnlog.consumers.handler import AnswerHandler, Output, event_meta
+from turnlog.consumers.handler import AnswerHandler, Handled, Output, event_meta
 from turnlog.consumers.ownership import Ownership
 from turnlog.contracts.events import PauseExpired, PauseRecorded, TokenConsumed
 from turnlog.contracts.interactions import InteractionRegistry
@@ -53,6 +55,7 @@ from turnlog.errors import BrokerUnavailable
 from turnlog.kafka.partitioning import consumption_key, partition_for
 from turnlog.kafka.reader import BrokerOutage, LogReader, Record, close_consumer
 from turnlog.kafka.topics import TopicSet
+from turnlog.observability.metrics import worker_metrics
 from turnlog.projections.projector import StoreApplier
 from turnlog.projections.store import Store
 from turnlog.settings import Settings
@@ -123,6 +126,7 @@ class ResumeWorker:
         max_batch: int = 2000,
         session_timeout_ms: int = 10000,
         instance_id: str | None = None,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.settings = settings
         self.topics = topics or TopicSet.from_settings(settings)
@@ -131,6 +135,10 @@ class ResumeWorker:
         self.interactions = interactions
         self.clock = clock
         self.stats = WorkerStats()
+        #: Prometheus collectors on ``registry`` (turnlog's own registry by default).
+        self.metrics = worker_metrics(registry)
+        #: Whether the group gave this worker its assignment at least once.
+        self._joined = False
         self.group_id = settings.application_id
         self._expiry_interval = expiry_interval
         self._owners = Ownership(
@@ -188,6 +196,11 @@ class ResumeWorker:
     def owned(self) -> list[int]:
         return self._owners.owned
 
+    @property
+    def ready(self) -> bool:
+        """Joined the group, and owns (fenced and restored) every partition assigned to it."""
+        return self._started and self._joined and self._assigned <= set(self._owners.owned)
+
     async def start(self) -> None:
         if self._started:
             return
@@ -227,7 +240,7 @@ class ResumeWorker:
                     try:
                         await self._round()
                     except _BROKER_TROUBLE as exc:
-                        self.stats.broker_outages += not outage.down
+                        self._outage_began(outage.down)
                         await self._pause_for(outage.failed(exc))
                         continue
                     outage.ok()
@@ -257,6 +270,24 @@ class ResumeWorker:
                 if isinstance(outcome, BaseException):
                     raise outcome
             await self._retake()
+            await self._report_lag()
+
+    async def _report_lag(self) -> None:
+        """Per assigned partition, what is committed on the log and not yet read: the last
+        stable offset (a ``read_committed`` reader's end) as of the last fetch, minus the
+        position. Partitions never fetched yet report nothing."""
+        self.metrics.owned.set(len(self._owners.owned))
+        for tp in self._consumer.assignment():
+            end = self._consumer.last_stable_offset(tp)
+            if end is None:
+                end = self._consumer.highwater(tp)
+            if end is None:
+                continue
+            try:
+                position = await self._consumer.position(tp)
+            except IllegalStateError:
+                continue
+            self.metrics.lag.labels(str(tp.partition)).set(max(0, end - position))
 
     async def _still_current(self, tp: TopicPartition, records: list[Record]) -> list[Record]:
         """The records of a fetched batch that a take has not made stale.
@@ -302,8 +333,10 @@ class ResumeWorker:
 
     async def _acquire(self, partitions: list[int]) -> None:
         async with self._lock:
+            self._joined = True
             self._assigned.update(partitions)
             await self._owners.take(partitions, now=True)
+            self.metrics.owned.set(len(self._owners.owned))
 
     async def _release(self, partitions: list[int]) -> None:
         # Taking the lock waits for the in-flight batch to commit or abort before the
@@ -311,6 +344,11 @@ class ResumeWorker:
         async with self._lock:
             self._assigned.difference_update(partitions)
             await self._owners.release(partitions)
+            self.metrics.owned.set(len(self._owners.owned))
+            for p in partitions:
+                # A partition someone else owns now is their lag to report, not ours.
+                with contextlib.suppress(KeyError):
+                    self.metrics.lag.remove(str(p))
 
     async def _retake(self) -> None:
         """Take the assigned partitions left unowned by a failed take or a lost producer (an
@@ -333,7 +371,7 @@ class ResumeWorker:
     async def _take_state(self, partitions: list[int]) -> None:
         """After the fence: restore the partitions' state, then read their answers from the
         committed offset as it is now (see the module docstring)."""
-        await self._restore(partitions)
+        await self._restore(partitions, record_duration=True)
         for p in partitions:
             tp = TopicPartition(self.topics.answers, p)
             committed = await self._consumer.committed(tp)
@@ -343,18 +381,24 @@ class ResumeWorker:
             if committed is not None and tp in self._consumer.assignment():
                 self._consumer.seek(tp, committed)
 
-    async def _restore(self, partitions: list[int], timeout: float = 300.0) -> int:
+    async def _restore(
+        self, partitions: list[int], timeout: float = 300.0, *, record_duration: bool = False
+    ) -> int:
         """Apply pauses[p] and consumptions[p] of ``partitions`` up to their committed end."""
         tps = [
             TopicPartition(topic, p)
             for p in partitions
             for topic in (self.topics.pauses, self.topics.consumptions)
         ]
+        began = time.monotonic()
         async with self._reader_lock:
             offsets = self.store.offsets()
             await self._reader.assign({tp: offsets.get((tp.topic, tp.partition)) for tp in tps})
             count = await self._reader.read_to_end(self._applier.apply, timeout=timeout)
         self.stats.restored_records += count
+        self.metrics.restored.inc(count)
+        if record_duration:
+            self.metrics.restore_duration.observe(time.monotonic() - began)
         return count
 
     async def _catch_up(self, partition: int) -> None:
@@ -364,13 +408,16 @@ class ResumeWorker:
     # -- answers ---------------------------------------------------------------------------
 
     async def _process(self, tp: TopicPartition, records: Sequence[Record]) -> None:
+        began = time.monotonic()
         pending: dict[str, LedgerEntry] = {}
         outputs: list[Output] = []
         counts = WorkerStats()
+        outcomes: list[tuple[Record, Handled]] = []
         now = self.clock()
         for record in records:
             handled = await self._handler.handle(record, pending, now)
             outputs.extend(handled.outputs)
+            outcomes.append((record, handled))
             if handled.resumed:
                 counts.resumed += 1
             elif handled.duplicate:
@@ -389,6 +436,39 @@ class ResumeWorker:
         self.stats.duplicates += counts.duplicates
         for reason, n in counts.rejected_by_reason.items():
             self.stats.rejected_by_reason[reason] = self.stats.rejected_by_reason.get(reason, 0) + n
+        committed_at = time.time()
+        for record, handled in outcomes:
+            self._report(record, handled, committed_at)
+        self.metrics.batch_duration.observe(time.monotonic() - began)
+
+    def _report(self, record: Record, handled: Handled, committed_at: float) -> None:
+        """One committed answer: its counter, its latency, its INFO line (never the token)."""
+        reason = "" if handled.refusal is None else handled.refusal.reason.value
+        if handled.resumed:
+            outcome = "resumed"
+            # The answer record's timestamp (producer create time, milliseconds).
+            stamp = getattr(record, "timestamp", None)
+            if isinstance(stamp, int) and stamp > 0:
+                self.metrics.resume_latency.observe(max(0.0, committed_at - stamp / 1000))
+        elif handled.duplicate:
+            outcome = "duplicate"
+        elif handled.refusal is not None:
+            outcome = "rejected"
+        else:
+            outcome = "tombstone"
+        self.metrics.answers.labels(outcome, reason).inc()
+        if outcome == "tombstone":
+            return
+        log.info(
+            "answer %s %s: thread %s, partition %d, offset %d%s",
+            handled.answer_id, outcome, handled.thread_id, record.partition, record.offset,
+            f", reason {reason}" if reason else "",
+            extra={
+                "event": "answer", "outcome": outcome, "reason": reason or None,
+                "thread_id": handled.thread_id, "answer_id": handled.answer_id,
+                "partition": record.partition, "offset": record.offset,
+            },
+        )  # fmt: skip
 
     async def _commit(
         self, partition: int, outputs: list[Output], offsets: dict[TopicPartition, int]
@@ -396,6 +476,7 @@ class ResumeWorker:
         """Write ``outputs`` (and the input ``offsets``) in one transaction of the partition's
         producer. False: nothing of it happened -- aborted, or fenced by a newer owner."""
         producer = self._owners.producer(partition)
+        began = time.monotonic()
         try:
             await producer.begin_transaction()
             sent = [
@@ -412,15 +493,24 @@ class ResumeWorker:
         except Exception as exc:  # noqa: BLE001 - aiokafka also raises non-Kafka state errors
             if isinstance(exc, ProducerFenced) or self._owners.was_fenced(partition):
                 self.stats.fenced += 1
-                log.warning("fenced on answers partition %d; giving it up", partition)
+                self.metrics.fences.inc()
+                log.warning(
+                    "fenced on answers partition %d; giving it up", partition,
+                    extra={"event": "ownership", "change": "fenced", "partition": partition},
+                )  # fmt: skip
                 await self._owners.lose(partition, fenced=True)
+                self.metrics.owned.set(len(self._owners.owned))
                 return False
             self.stats.aborted_batches += 1
+            self.metrics.aborts.inc()
             log.warning("transaction on partition %d aborted (%s); will redo", partition, exc)
             try:
                 await producer.abort_transaction()
             except Exception:  # noqa: BLE001 - a producer that cannot abort is replaced
                 await self._owners.lose(partition)
+                self.metrics.owned.set(len(self._owners.owned))
+        finally:
+            self.metrics.transaction_duration.observe(time.monotonic() - began)
         return False
 
     # -- expiry ----------------------------------------------------------------------------
@@ -433,15 +523,20 @@ class ResumeWorker:
             try:
                 await self._expire()
             except TimeoutError:
-                self.stats.broker_outages += not outage.down
+                self._outage_began(outage.down)
                 no_answer = BrokerUnavailable(f"no answer within {_PROBE_SECONDS:.0f}s")
                 await self._pause_for(outage.failed(no_answer))
                 continue
             except _BROKER_TROUBLE as exc:
-                self.stats.broker_outages += not outage.down
+                self._outage_began(outage.down)
                 await self._pause_for(outage.failed(exc))
                 continue
             outage.ok()
+
+    def _outage_began(self, already_down: bool) -> None:
+        if not already_down:
+            self.stats.broker_outages += 1
+            self.metrics.outages.inc()
 
     async def _expire(self) -> None:
         """Close the pauses whose window ended, so nothing waits silently forever.
@@ -476,6 +571,7 @@ class ResumeWorker:
                     }
                 )
                 self.stats.expired += len(pauses)
+                self.metrics.expired.inc(len(pauses))
 
     def _expiry(self, pause: PauseRecorded, now: datetime) -> list[Output]:
         cp, token_id = pause.checkpoint, pause.token_id

@@ -16,6 +16,7 @@ its budget (``Settings.broker_timeout_seconds``) ends it, with :class:`BrokerUna
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import shutil
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from aiokafka import TopicPartition
+from prometheus_client import CollectorRegistry
 
 from turnlog.contracts.events import PauseRecorded, TokenConsumed
 from turnlog.contracts.ledger import LedgerEntry
@@ -34,6 +36,7 @@ from turnlog.errors import BrokerUnavailable, DecodeError
 from turnlog.kafka.partitioning import split_key
 from turnlog.kafka.reader import BROKER_TROUBLE, BrokerOutage, LogReader, Record
 from turnlog.kafka.topics import TopicSet
+from turnlog.observability.metrics import projector_metrics
 from turnlog.projections.store import Batch, Store
 from turnlog.settings import Settings
 from turnlog.wire.codec import decode
@@ -41,6 +44,7 @@ from turnlog.wire.codec import decode
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_LAG_EVERY = 5.0  # seconds between the follow loop's lag reports
 
 #: The outage budget when none is given: the settings' default.
 DEFAULT_BROKER_TIMEOUT = Settings().broker_timeout_seconds
@@ -186,10 +190,16 @@ class CheckpointProjector:
         broker_timeout: float = DEFAULT_BROKER_TIMEOUT,
         probe_seconds: float = 1.0,
         call_timeout: float = 10.0,
+        registry: CollectorRegistry | None = None,
     ) -> None:
         self.store = store
         self.topics = topics
         self.applier = StoreApplier(store, topics)
+        #: Prometheus collectors on ``registry`` (turnlog's own registry by default).
+        self.metrics = projector_metrics(registry)
+        #: True once a :meth:`catch_up` reached the ends of the topics.
+        self.ready = False
+        self._lag_at = 0.0  # when the lag was last reported while following
         self.outage = BrokerOutage(broker_timeout, "projector", log)
         self._bootstrap = bootstrap_servers
         self._partitions = None if partitions is None else sorted(set(partitions))
@@ -255,8 +265,11 @@ class CheckpointProjector:
         total = 0
         while True:
             positions = {tp: await self._position(tp) for tp in ends}
+            self._report_lag(ends, positions)
             behind = [tp for tp, end in ends.items() if positions[tp] < end]
             if not behind:
+                self.ready = True
+                self.metrics.caught_up.set(1)
                 return total
             if loop.time() > deadline:
                 raise BrokerUnavailable(
@@ -265,7 +278,7 @@ class CheckpointProjector:
             records = await self._poll(200)
             if not records:
                 continue
-            self.applier.apply_now(records)
+            self._apply(records)
             total += len(records)
             if self._on_progress is not None:
                 remaining = 0
@@ -283,7 +296,28 @@ class CheckpointProjector:
         while not self._stop.is_set():
             records = await self._poll(poll_ms)
             if records:
-                self.applier.apply_now(records)
+                self._apply(records)
+            now = asyncio.get_running_loop().time()
+            if now - self._lag_at >= _LAG_EVERY and not self.outage.down:
+                self._lag_at = now
+                ends = await self._broker(self._reader.end_offsets)
+                self._report_lag(ends, {tp: await self._position(tp) for tp in ends})
+
+    def _apply(self, records: Sequence[Record]) -> None:
+        skipped = self.applier.stats.skipped
+        self.applier.apply_now(records)
+        self.metrics.skipped.inc(self.applier.stats.skipped - skipped)
+        for topic, n in collections.Counter(r.topic for r in records).items():
+            self.metrics.applied.labels(self._role(topic)).inc(n)
+
+    def _role(self, topic: str) -> str:
+        return "pauses" if topic == self.topics.pauses else "consumptions"
+
+    def _report_lag(
+        self, ends: Mapping[TopicPartition, int], at: Mapping[TopicPartition, int]
+    ) -> None:
+        for tp, end in ends.items():
+            self.metrics.lag.labels(self._role(tp.topic), str(tp.partition)).set(end - at[tp])
 
     # -- riding out the broker ------------------------------------------------------------------
 
