@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -21,7 +21,13 @@ from turnlog.cli.app import (
     run_state,
 )
 from turnlog.cli.common import caught_up, projection_dir, verifier, worker_dir
+from turnlog.cli.observe import LogFormatOpt, LogLevelOpt, MetricsPortOpt, serving, setup_logs
 from turnlog.errors import BrokerUnavailable
+from turnlog.settings import Settings
+
+if TYPE_CHECKING:
+    from turnlog.projections.projector import CheckpointProjector
+    from turnlog.projections.store import Store
 
 
 @app.command("worker")
@@ -38,9 +44,13 @@ async def worker(
             "timeout. Unique per running worker.",
         ),
     ] = None,
+    metrics_port: MetricsPortOpt = None,
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
 ) -> None:
     """Run the resume worker until SIGTERM/SIGINT (finishes its batch, commits, leaves)."""
     interrupts = Interrupts()
+    setup_logs(ctx, log_level, log_format)
     from turnlog.consumers.worker import ResumeWorker
     from turnlog.contracts.interactions import default_interactions
     from turnlog.projections.store import Store
@@ -61,7 +71,9 @@ async def worker(
             soft_wrap=True,
         )
         try:
-            await resume.run()
+            # Ready once it owns (fenced and restored) every partition the group gave it.
+            async with serving(metrics_port, lambda: resume.ready):
+                await resume.run()
         except BrokerUnavailable:
             if interrupts.signal is None:
                 raise
@@ -77,36 +89,54 @@ async def worker(
 
 @app.command("project")
 @run_async
-async def project(ctx: typer.Context, broker_timeout: BrokerTimeoutOpt = None) -> None:
+async def project(
+    ctx: typer.Context,
+    broker_timeout: BrokerTimeoutOpt = None,
+    metrics_port: MetricsPortOpt = None,
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
+) -> None:
     """Follow pauses and consumptions into the local store until SIGTERM/SIGINT."""
     interrupts = Interrupts()
-    from turnlog.kafka.topics import TopicSet
-    from turnlog.projections.projector import CheckpointProjector
+    setup_logs(ctx, log_level, log_format)
     from turnlog.projections.store import Store
 
     settings = run_state(ctx).settings
     store = Store.open(projection_dir(settings))
     err.print(f"projecting into {projection_dir(settings)}; Ctrl-C stops", soft_wrap=True)
+    following: list[CheckpointProjector] = []  # ready once the follower caught up
     try:
-        # Catching up does not look at the stop flag: a signal during it cancels (Interrupts).
-        applied = await caught_up(store, run_state(ctx).settings)
-        projector = CheckpointProjector(
-            settings.bootstrap_servers,
-            store,
-            TopicSet.from_settings(settings),
-            broker_timeout=settings.broker_timeout_seconds,
-        )
-        # Registered before the start (not ``async with``): a signal from here on is a graceful
-        # stop, and a cancellation inside the start still closes its client.
-        interrupts.on_stop(projector.request_stop)
-        try:
-            await projector.start()
-            err.print(f"caught up ({applied} records); following", soft_wrap=True)
-            await projector.follow()
-        finally:
-            await projector.stop()
+        async with serving(metrics_port, lambda: any(p.ready for p in following)):
+            await _project(settings, store, interrupts, following)
     finally:
         store.close()
+
+
+async def _project(
+    settings: Settings, store: Store, interrupts: Interrupts, following: list[CheckpointProjector]
+) -> None:
+    from turnlog.kafka.topics import TopicSet
+    from turnlog.projections.projector import CheckpointProjector
+
+    # Catching up does not look at the stop flag: a signal during it cancels (Interrupts).
+    applied = await caught_up(store, settings)
+    projector = CheckpointProjector(
+        settings.bootstrap_servers,
+        store,
+        TopicSet.from_settings(settings),
+        broker_timeout=settings.broker_timeout_seconds,
+    )
+    # Registered before the start (not ``async with``): a signal from here on is a graceful
+    # stop, and a cancellation inside the start still closes its client.
+    interrupts.on_stop(projector.request_stop)
+    following.append(projector)
+    try:
+        await projector.start()
+        await projector.catch_up()  # what came since the first catch-up; marks it ready
+        err.print(f"caught up ({applied} records); following", soft_wrap=True)
+        await projector.follow()
+    finally:
+        await projector.stop()
 
 
 @app.command("replay")
