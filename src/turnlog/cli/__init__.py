@@ -9,5 +9,6 @@ from turnlog.cli.app import app, main
 from turnlog.cli import turns
 from turnlog.cli import services
 from turnlog.cli import admin
+from turnlog.cli import status
 
-__all__ = ["admin", "app", "main", "services", "turns"]
+__all__ = ["admin", "app", "main", "services", "status", "turns"]

@@ -1,0 +1,106 @@
+"""``turnlog status``: what is waiting, what is stuck, and who is on it, at a glance.
+
+Waiting for a person (pending pauses, from the local projection) and answered but not yet
+resumed (the worker group's lag on the answers topic, from the broker) are different troubles:
+the first is people, the second is the worker. Both are shown, with the oldest pending pause and
+which worker owns which answers partitions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from turnlog.cli.app import (
+    BrokerTimeoutOpt,
+    JsonOpt,
+    app,
+    err,
+    out,
+    print_json,
+    run_async,
+    run_state,
+)
+from turnlog.cli.common import caught_up, freshness, open_for_reading
+
+
+@app.command("status")
+@run_async
+async def status(
+    ctx: typer.Context, as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None
+) -> None:
+    """Per answers partition the worker group's committed offset, end and lag; pending pauses
+    and the oldest; which worker owns what."""
+    from turnlog.clock import utc_now
+    from turnlog.contracts.events import PauseRecorded
+    from turnlog.kafka.groups import group_status
+    from turnlog.kafka.outage import ride_out
+    from turnlog.kafka.topics import TopicSet
+    from turnlog.wire.codec import decode
+
+    settings = run_state(ctx).settings
+    topics = TopicSet.from_settings(settings)
+    group = await ride_out(
+        lambda: group_status(settings.bootstrap_servers, settings.application_id, topics.answers),
+        settings=settings,
+        who="status",
+    )
+    now = utc_now()
+    with open_for_reading(settings) as (store, writer):
+        if writer:
+            await caught_up(store, settings)
+        waiting = list(store.pending(int(now.timestamp() * 1000)))
+        oldest: dict[str, Any] | None = None
+        for pause in waiting:
+            info = store.pause_for_token(pause.token_id)
+            if info is None:
+                continue
+            at = decode(info.value, PauseRecorded).occurred_at
+            if oldest is None or at < oldest["paused_at"]:
+                oldest = {"thread_id": pause.thread_id, "token_id": pause.token_id, "paused_at": at}
+        fresh = freshness(store)
+    if oldest is not None:
+        oldest["age_seconds"] = round((now - oldest["paused_at"]).total_seconds(), 1)
+        oldest["paused_at"] = oldest["paused_at"].isoformat()
+    report = {
+        "group": group.group,
+        "group_state": group.state,
+        "topic": group.topic,
+        "partitions": [
+            {"partition": p.partition, "committed": p.committed, "end": p.end, "lag": p.lag}
+            for p in group.partitions
+        ],
+        "answered_not_resumed": group.lag,
+        "pending": len(waiting),
+        "oldest_pending": oldest,
+        "members": [
+            {
+                "client_id": m.client_id,
+                "host": m.host,
+                "instance_id": m.instance_id,
+                "partitions": m.partitions,
+            }
+            for m in group.members
+        ],
+        "as_of": fresh,
+    }
+    if as_json:
+        print_json(report)
+        return
+    owner = {p: m.client_id for m in group.members for p in m.partitions}
+    table = Table("partition", "committed", "end", "lag", "owner", title=f"{group.topic}")
+    for p in group.partitions:
+        committed = "-" if p.committed is None else str(p.committed)
+        table.add_row(
+            str(p.partition), committed, str(p.end), str(p.lag), owner.get(p.partition, "-")
+        )
+    out.print(table)
+    out.print(f"group {group.group} ({group.state}), {len(group.members)} member(s)")
+    out.print(f"answered, not yet resumed: {group.lag}")
+    out.print(f"pending (waiting for a person): {len(waiting)}")
+    if oldest is not None:
+        age = oldest["age_seconds"]
+        out.print(f"oldest pending: thread {oldest['thread_id']}, paused {age:.0f}s ago")
+    err.print(f"as of {fresh}", soft_wrap=True)
