@@ -5,6 +5,7 @@ which worker owns which partitions."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 from collections.abc import Iterator
@@ -95,3 +96,16 @@ async def test_status_shows_lag_rise_while_the_worker_is_stopped_and_fall_after(
     table = cli("status")
     assert "answered, not yet resumed: 0" in table.stdout
     assert "pending (waiting for a person): 0" in table.stdout
+    _the_readme_shows_this_shape(running)
+
+
+def _the_readme_shows_this_shape(report: dict[str, Any]) -> None:
+    """The README's `turnlog status --json` example has the keys a real report has."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Operating it") :]
+    block = section[section.index("$ turnlog status --json\n") :].split("\n", 1)[1]
+    shown = json.loads(block[: block.index("\n```")])
+    assert shown.keys() == report.keys()
+    assert shown["oldest_pending"].keys() == report["oldest_pending"].keys()
+    assert shown["partitions"][0].keys() == report["partitions"][0].keys()
+    assert shown["members"][0].keys() == report["members"][0].keys()

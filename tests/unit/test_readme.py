@@ -41,3 +41,35 @@ def test_every_test_the_failure_table_cites_exists() -> None:
             assert (ROOT / name).is_file(), name
         else:
             assert f"def {name}(" in sources, name
+
+
+def test_the_metrics_table_lists_every_metric_exactly() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from turnlog.observability.metrics import (
+        projector_metrics,
+        resumed_turns_metrics,
+        worker_metrics,
+    )
+
+    registry = CollectorRegistry()
+    worker_metrics(registry)
+    projector_metrics(registry)
+    resumed_turns_metrics(registry)
+    exposed = set()
+    for family in registry.collect():
+        suffix = "_total" if family.type == "counter" else ""
+        exposed.add(family.name + suffix)
+    table = _section("Operating it")
+    listed = set(re.findall(r"^\| `(turnlog_\w+)` \|", table, re.M))
+    assert listed == exposed
+
+
+def test_the_log_fields_the_readme_names_are_the_ones_written() -> None:
+    from turnlog.observability.logs import FIELDS
+
+    text = _section("Operating it")
+    logs = text[text.index("**Logs.**") : text.index("**`turnlog status`**")]
+    named = re.search(r"they carry (.*?)\. aiokafka", logs, re.S)
+    assert named is not None
+    assert set(re.findall(r"`(\w+)`", named.group(1))) - {"answer", "ownership"} == set(FIELDS)
