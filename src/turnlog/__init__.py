@@ -25,6 +25,8 @@ Paused turns
 Interactions (what a person may answer)
     ``Interaction`` / ``InteractionRegistry`` / ``default_interactions`` -- register your own.
     ``ASK_USER`` -- the built-in question interaction's name.
+    ``APPROVE_TOOL_CALL`` -- approving a tool call: pause with ``approval_request``, answer with
+    ``approve`` / ``edit`` / ``reject``; ``approved_call`` is the call a resumed turn runs.
 Downstream
     ``ResumedTurns`` -- the async iterator of resumed turns; ``history_dicts`` its messages.
     ``TurnResumed`` / ``PauseExpired`` / ``AnswerRejected`` -- the records on the output topics.
@@ -52,6 +54,14 @@ if TYPE_CHECKING:
     from turnlog.api import Paused, Turnlog
     from turnlog.consumers.outcomes import AnswerOutcome
     from turnlog.consumers.resumed import ResumedTurns, history_dicts
+    from turnlog.contracts.approvals import (
+        APPROVE_TOOL_CALL,
+        approval_request,
+        approve,
+        approved_call,
+        edit,
+        reject,
+    )
     from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
     from turnlog.contracts.events import AnswerRejected, PauseExpired, TurnResumed
     from turnlog.contracts.interactions import (
@@ -90,6 +100,12 @@ _HOME: dict[str, str] = {
     "InteractionRegistry": "turnlog.contracts.interactions",
     "default_interactions": "turnlog.contracts.interactions",
     "ASK_USER": "turnlog.contracts.interactions",
+    "APPROVE_TOOL_CALL": "turnlog.contracts.approvals",
+    "approval_request": "turnlog.contracts.approvals",
+    "approve": "turnlog.contracts.approvals",
+    "edit": "turnlog.contracts.approvals",
+    "reject": "turnlog.contracts.approvals",
+    "approved_call": "turnlog.contracts.approvals",
     # downstream
     "ResumedTurns": "turnlog.consumers.resumed",
     "history_dicts": "turnlog.consumers.resumed",
@@ -128,6 +144,12 @@ __all__ = [  # noqa: RUF022 - grouped by use, as the docstring lists them
     "InteractionRegistry",
     "default_interactions",
     "ASK_USER",
+    "APPROVE_TOOL_CALL",
+    "approval_request",
+    "approve",
+    "edit",
+    "reject",
+    "approved_call",
     # downstream
     "ResumedTurns",
     "history_dicts",

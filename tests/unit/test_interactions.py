@@ -33,10 +33,10 @@ def refused_as(reason: RefusalReason, registry: InteractionRegistry, name: str, 
     assert caught.value.reason is reason, caught.value
 
 
-def test_ask_user_is_built_in() -> None:
+def test_ask_user_and_approve_tool_call_are_built_in() -> None:
     registry = default_interactions()
     assert ASK_USER in registry
-    assert registry.names == (ASK_USER,)
+    assert registry.names == ("approve_tool_call", ASK_USER)
 
 
 def test_ask_user_response_validates_and_fills_defaults() -> None:

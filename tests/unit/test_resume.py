@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approve, arguments_hash
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
 from turnlog.contracts.events import AnswerSubmitted, AskUserAnswered, PauseRecorded, TokenConsumed
 from turnlog.contracts.interactions import ASK_USER, default_interactions
@@ -263,6 +264,17 @@ CASES: dict[RefusalReason, Case] = {
         make_answer(token=token_for(PAUSE, interaction="unregistered"))
     ),
     RefusalReason.RESPONSE_INVALID: lambda: run(make_answer(response_json='{"answers": 3}')),
+    RefusalReason.APPROVAL_MISMATCH: lambda: run(
+        make_answer(
+            token=token_for(
+                PAUSE,
+                interaction=APPROVE_TOOL_CALL,
+                tool_name="deploy",
+                arguments_hash=arguments_hash({"region": "eu"}),
+            ),
+            response_json=json.dumps(approve("deploy", {"region": "us"})),
+        )
+    ),
     RefusalReason.NO_RECORDED_TURN_STATE: lambda: run(pause=None),
     RefusalReason.CHECKPOINT_MISMATCH: lambda: run(
         pause=make_pause(make_checkpoint(run_id="run-other"))

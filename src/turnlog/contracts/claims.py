@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from turnlog.contracts.approvals import APPROVE_TOOL_CALL, check_call, request_binding
 from turnlog.contracts.events import PauseRecorded
 
 
@@ -27,6 +28,10 @@ class PauseClaims:
     ``pause_partition``/``pause_offset`` locate the ``PauseRecorded`` record, so the worker that
     owns the partition can catch up to at least that offset before it calls a pause missing;
     they are optional because a token can be issued before that offset is known.
+
+    ``tool_name``/``arguments_hash`` bind an ``approve_tool_call`` pause to the exact call it
+    asks about (empty for every other interaction): an approval names both, and one naming
+    another call is refused (:mod:`turnlog.contracts.approvals`).
     """
 
     token_id: str
@@ -44,6 +49,8 @@ class PauseClaims:
     expires_at: datetime
     pause_partition: int | None = None
     pause_offset: int | None = None
+    tool_name: str = ""
+    arguments_hash: str = ""
 
     def __post_init__(self) -> None:
         for attr in ("issued_at", "not_before", "expires_at"):
@@ -77,6 +84,11 @@ class PauseClaims:
         (default: when the pause happened) to the pause's own ``expires_at``."""
         start = pause.occurred_at if issued_at is None else issued_at
         cp = pause.checkpoint
+        # Raises ValueError for an approval request naming no exact call: no token for it.
+        tool, hashed = "", ""
+        if pause.response_schema == APPROVE_TOOL_CALL:
+            tool, hashed = request_binding(pause.request_json)
+            check_call(cp.messages, cp.tool_call_id or cp.interrupt_id, tool, hashed)
         return cls(
             token_id=pause.token_id,
             scope_hash=cp.scope_hash,
@@ -93,4 +105,6 @@ class PauseClaims:
             expires_at=pause.expires_at,
             pause_partition=pause_partition,
             pause_offset=pause_offset,
+            tool_name=tool,
+            arguments_hash=hashed,
         )

@@ -3,7 +3,8 @@
 A pause names its interaction; the answer's response must satisfy that interaction's registered
 Avro record schema before anything is consumed (step 4 of the resume contract), because a response
 the continuing turn cannot interpret would spend the token on a question nobody answered.
-``ask_user`` is built in; a deployment registers its own interactions next to it.
+``ask_user`` and ``approve_tool_call`` are built in; a deployment registers its own next to them
+(``registry.register(name, response_schema, render)``) without changing turnlog.
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ from fastavro import parse_schema, schemaless_reader, schemaless_writer
 from fastavro.schema import SchemaParseException
 from fastavro.validation import ValidationError, validate
 
+from turnlog.contracts.approvals import (
+    APPROVE_TOOL_CALL,
+    APPROVE_TOOL_CALL_RESPONSE_SCHEMA,
+    render_approval,
+)
 from turnlog.contracts.refusals import RefusalReason, refuse
 from turnlog.errors import ConfigurationError
 
@@ -194,5 +200,11 @@ class InteractionRegistry:
 
 
 def default_interactions() -> InteractionRegistry:
-    """A registry holding the built-in ``ask_user``, for a deployment to add its own to."""
-    return InteractionRegistry([Interaction(ASK_USER, ASK_USER_RESPONSE_SCHEMA, render_ask_user)])
+    """A registry holding the built-in ``ask_user`` and ``approve_tool_call``, for a deployment
+    to add its own to."""
+    return InteractionRegistry(
+        [
+            Interaction(ASK_USER, ASK_USER_RESPONSE_SCHEMA, render_ask_user),
+            Interaction(APPROVE_TOOL_CALL, APPROVE_TOOL_CALL_RESPONSE_SCHEMA, render_approval),
+        ]
+    )

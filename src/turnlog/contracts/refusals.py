@@ -50,6 +50,8 @@ class RefusalReason(StrEnum):
     # step 4: the response is one the interaction accepts
     INTERACTION_UNKNOWN = "interaction_unknown"
     RESPONSE_INVALID = "response_invalid"
+    #: an approval decides on another call (tool or arguments) than the one the pause asked about
+    APPROVAL_MISMATCH = "approval_mismatch"
     #: the answer, or the turn it would resume, could not be written within the topic's limits
     ANSWER_TOO_LARGE = "answer_too_large"
     # step 5: the recorded turn exists, is the token's, can be continued and is still unspent
@@ -87,6 +89,7 @@ _STEPS: dict[RefusalReason, int] = {
     RefusalReason.REQUEST_HASH_MISMATCH: 3,
     RefusalReason.INTERACTION_UNKNOWN: 4,
     RefusalReason.RESPONSE_INVALID: 4,
+    RefusalReason.APPROVAL_MISMATCH: 4,
     RefusalReason.ANSWER_TOO_LARGE: 4,
     RefusalReason.NO_RECORDED_TURN_STATE: 5,
     RefusalReason.CHECKPOINT_MISMATCH: 5,

@@ -33,10 +33,18 @@ def _asking_round(messages: tuple[Mapping[str, Any], ...]) -> tuple[int, list[Ma
 
 
 def rehydrate(
-    checkpoint: TurnCheckpoint, answered_call_id: str, observation_text: str
+    checkpoint: TurnCheckpoint,
+    answered_call_id: str,
+    observation_text: str,
+    *,
+    leave_open: str | None = None,
 ) -> tuple[dict[str, Any], ...]:
     """The checkpoint's messages, then the answer on ``answered_call_id``, then "not dispatched"
     for every other call the asking round reserved.
+
+    ``leave_open`` (an approved tool call) gives the answered call no result: the continuing
+    agent runs it. Non-empty, it is the JSON text of the arguments the call runs with, written
+    into the asking round in place of the model's (an edit).
 
     Calls that already have a result after the asking round keep it and get nothing more: two
     results for one call are as invalid as none. Raises ``Refused(asking_round_missing)``.
@@ -66,7 +74,15 @@ def rehydrate(
             f"call {answered_call_id!r} already has a result; its asking round is closed",
         )
     rebuilt = [dict(m) for m in messages]
-    rebuilt.append(_tool_message(answered_call_id, names[answered_call_id], observation_text))
+    if leave_open is None:
+        rebuilt.append(_tool_message(answered_call_id, names[answered_call_id], observation_text))
+    elif leave_open:
+        asking = dict(rebuilt[position])
+        asking["tool_calls"] = [
+            {**call, "arguments": leave_open} if call.get("id") == answered_call_id else call
+            for call in asking["tool_calls"]
+        ]
+        rebuilt[position] = normalize_message(asking)
     for call_id, name in names.items():
         if call_id and call_id != answered_call_id and call_id not in observed:
             rebuilt.append(_tool_message(call_id, name, NOT_DISPATCHED))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approval_mismatch, approved_arguments
 from turnlog.contracts.claims import PauseClaims
 from turnlog.contracts.events import (
     AnswerSubmitted,
@@ -223,6 +224,12 @@ def prepare_resume(
         response = interaction.validate(answer.response_json)
     except Refused as refused:
         return refused.refusal
+    leave_open: str | None = None
+    if claims.interaction == APPROVE_TOOL_CALL:
+        mismatch = approval_mismatch(response, claims.tool_name, claims.arguments_hash)
+        if mismatch is not None:
+            return mismatch
+        leave_open = approved_arguments(response)
     if pause is None:
         return Refusal(
             RefusalReason.NO_RECORDED_TURN_STATE,
@@ -245,7 +252,9 @@ def prepare_resume(
         )
     observation = interaction.observation(response)
     try:
-        history = rehydrate(pause.checkpoint, claims.answered_call_id, observation)
+        history = rehydrate(
+            pause.checkpoint, claims.answered_call_id, observation, leave_open=leave_open
+        )
     except Refused as refused:
         return refused.refusal
     return PreparedResume(

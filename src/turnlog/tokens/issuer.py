@@ -44,6 +44,9 @@ class TokenIssuer:
             "interaction": claims.interaction,
             "request_hash": claims.request_hash,
         }
+        if claims.tool_name or claims.arguments_hash:
+            payload["tool_name"] = claims.tool_name
+            payload["arguments_hash"] = claims.arguments_hash
         if claims.pause_partition is not None:
             payload["pause_partition"] = claims.pause_partition
         if claims.pause_offset is not None:

@@ -148,6 +148,12 @@ def _claims(payload: Mapping[str, Any]) -> PauseClaims:
             value.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate: legal in JSON, not writable as UTF-8
             raise refuse(RefusalReason.TOKEN_INVALID, f"claim {name} is not Unicode text") from None
+    bound: dict[str, str] = {}
+    for name in ("tool_name", "arguments_hash"):  # an approval's call, only on approvals
+        value = payload.get(name, "")
+        if not isinstance(value, str):
+            raise refuse(RefusalReason.TOKEN_INVALID, f"claim {name} is not text")
+        bound[name] = value
     located: dict[str, int | None] = {}
     for name in ("pause_partition", "pause_offset"):
         value = payload.get(name)
@@ -171,6 +177,8 @@ def _claims(payload: Mapping[str, Any]) -> PauseClaims:
             expires_at=_numeric_date(payload, "exp"),
             pause_partition=located["pause_partition"],
             pause_offset=located["pause_offset"],
+            tool_name=bound["tool_name"],
+            arguments_hash=bound["arguments_hash"],
         )
     except ValueError as exc:
         raise refuse(RefusalReason.TOKEN_INVALID, str(exc)) from None
