@@ -30,11 +30,10 @@ from turnlog.clock import utc_now
 from turnlog.consumers.outcomes import AnswerOutcome, read_outcome
 from turnlog.consumers.resumed import ResumedTurns
 from turnlog.consumers.worker import ResumeWorker
-from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approval_mismatch
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import PauseRecorded
 from turnlog.contracts.interactions import InteractionRegistry, default_interactions
-from turnlog.contracts.refusals import Refused
+from turnlog.contracts.resume import check_response
 from turnlog.kafka.topics import TopicSet
 from turnlog.producers.answers import AnswerPublisher, PublishedAnswer
 from turnlog.producers.pauses import PauseRecorder
@@ -240,11 +239,7 @@ class Turnlog:
         # Step 4 before Kafka: the response against the schema of the interaction the (verified)
         # token names -- the registry the workers answer against.
         claims = self.verifier.verify(token, utc_now())
-        shaped = self.interactions.get(claims.interaction).validate(candidate.response_json)
-        if claims.interaction == APPROVE_TOOL_CALL:
-            mismatch = approval_mismatch(shaped, claims.tool_name, claims.arguments_hash)
-            if mismatch is not None:
-                raise Refused(mismatch)
+        check_response(claims, self.interactions, candidate.response_json)
         sent = await self._publisher.publish_unchecked(candidate)
         self._answered[sent.answer_id] = sent.answer.thread_id
         return sent

@@ -32,12 +32,18 @@ from turnlog.errors import PauseInvalid
 @run_async
 async def pause(
     ctx: typer.Context,
-    checkpoint_file: Annotated[Path, typer.Argument(help="JSON checkpoint (canonical body).")],
+    checkpoint_file: Annotated[
+        Path | None, typer.Argument(help="JSON checkpoint (canonical body).")
+    ] = None,
     request: Annotated[str, typer.Option(help="The paused request as JSON text.")] = "{}",
     interaction: Annotated[
         str | None, typer.Option(help="Defaults to the checkpoint's name.")
     ] = None,
     ttl: Annotated[int | None, typer.Option(help="Window in seconds (at least 1).")] = None,
+    example: Annotated[
+        str | None,
+        typer.Option(help="Print the example checkpoint of an interaction and exit."),
+    ] = None,
     as_json: JsonOpt = False,
     broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
@@ -45,9 +51,16 @@ async def pause(
 
     Everything is checked before Kafka is contacted (exit 2 naming the field): the file, the
     request, the interaction and the window -- a pause is never written without its token.
+    ``--example ask_user`` (or ``approve_tool_call``) prints a checkpoint file to start from.
     """
     from turnlog.producers.pauses import PauseRecorder, read_checkpoint
 
+    if example is not None:
+        _print_example(example)
+        return
+    if checkpoint_file is None:
+        hint = "turnlog pause --example ask_user > cp.json"
+        raise fail(f"pause needs a CHECKPOINT_FILE (start from: {hint})", EXIT_USAGE)
     try:
         raw = checkpoint_file.read_bytes()
     except OSError as exc:
@@ -86,6 +99,19 @@ async def pause(
         out.print(recorded.token, soft_wrap=True)
 
 
+def _print_example(interaction: str) -> None:
+    import sys
+
+    from turnlog.cli.examples import EXAMPLES, checkpoint_text, request_text
+
+    if interaction not in EXAMPLES:
+        known = ", ".join(sorted(EXAMPLES))
+        raise fail(f"--example: no example for {interaction!r} (known: {known})", EXIT_USAGE)
+    sys.stdout.write(checkpoint_text(interaction))
+    hint = f"turnlog pause FILE --interaction {interaction} --request '{request_text(interaction)}'"
+    err.print(f"pause it with: {hint}", soft_wrap=True, markup=False, highlight=False)
+
+
 @app.command("answer")
 @run_async
 async def answer(
@@ -99,11 +125,20 @@ async def answer(
     answer_id: Annotated[
         str | None, typer.Option(help="Idempotency id (retries reuse it).")
     ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait for the worker's decision and print it.")
+    ] = False,
+    wait_timeout: Annotated[float, typer.Option(help="Seconds --wait waits.")] = 60.0,
     as_json: JsonOpt = False,
     broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
-    """Publish an answer; a bad token, a missing axis, a response nested too deeply or an answer
-    over TURNLOG_MAX_ANSWER_BYTES is refused before publishing (exit 3)."""
+    """Publish an answer; a bad token, a missing axis, a response that does not fit the
+    interaction's schema (or approves another call), a response nested too deeply or an answer
+    over TURNLOG_MAX_ANSWER_BYTES is refused before publishing (exit 3). ``--wait`` prints the
+    outcome: resumed (exit 0) or rejected with its reason (exit 3)."""
+    from turnlog.clock import utc_now
+    from turnlog.contracts.interactions import default_interactions
+    from turnlog.contracts.resume import check_response
     from turnlog.producers.answers import AnswerPublisher
 
     try:
@@ -118,15 +153,66 @@ async def answer(
         answer_id=answer_id,
     )  # fmt: skip
     publisher.precheck(candidate)  # raises Refused before anything touches Kafka
+    claims = verifier(run_state(ctx).settings).verify(token, utc_now())
+    check_response(claims, default_interactions(), candidate.response_json)  # step 4, too
     async with publisher:
         sent = await publisher.publish_unchecked(candidate)
-    data = {"answer_id": sent.answer_id, "partition": sent.partition, "offset": sent.offset}
-    if as_json:
-        print_json(data)
-    else:
+    data: dict[str, Any] = {
+        "answer_id": sent.answer_id,
+        "partition": sent.partition,
+        "offset": sent.offset,
+    }
+    if not as_json:
         out.print(
             f"published answer {sent.answer_id} to partition {sent.partition} @ {sent.offset}"
         )
+    if wait:
+        await _wait_for_outcome(ctx, sent.answer_id, claims.thread_id, wait_timeout, data, as_json)
+    elif as_json:
+        print_json(data)
+
+
+async def _wait_for_outcome(
+    ctx: typer.Context,
+    answer_id: str,
+    thread_id: str,
+    timeout: float,
+    data: dict[str, Any],
+    as_json: bool,
+) -> None:
+    """Print what the worker decided for the answer; a rejection exits 3, no decision 1."""
+    from turnlog.consumers.outcomes import read_outcome
+    from turnlog.kafka.topics import TopicSet
+
+    settings = run_state(ctx).settings
+    try:
+        outcome = await read_outcome(
+            settings, TopicSet.from_settings(settings), answer_id, thread_id=thread_id,
+            timeout=timeout,
+        )  # fmt: skip
+    except TimeoutError as exc:
+        raise fail(str(exc), EXIT_FAILURE) from None
+    if outcome.resumed is not None:
+        turn = outcome.resumed
+        data["outcome"] = {
+            "resumed": True,
+            "thread_id": turn.thread_id,
+            "messages": len(turn.history),
+        }
+        if as_json:
+            print_json(data)
+        else:
+            out.print(f"resumed thread {turn.thread_id} — {len(turn.history)} messages")
+        return
+    rejected = outcome.rejected
+    if rejected is None:  # an outcome is one or the other
+        raise fail(f"no outcome for answer {answer_id}", EXIT_FAILURE)
+    data["outcome"] = {"resumed": False, "reason": rejected.reason, "step": rejected.step}
+    if as_json:
+        print_json(data)
+    raise fail(
+        f"rejected: {rejected.reason} (step {rejected.step}): {rejected.detail}", EXIT_REFUSED
+    )
 
 
 @app.command("pending")

@@ -177,6 +177,22 @@ def _answered_record(
     )
 
 
+def check_response(
+    claims: PauseClaims, interactions: InteractionRegistry, response_json: str
+) -> Any:
+    """Step 4 for the verified ``claims``: the response as its interaction's schema reads it, or
+    :class:`Refused` (``interaction_unknown``, ``response_invalid``, ``approval_mismatch``).
+
+    A publisher runs it before Kafka; the worker runs it again, authoritatively.
+    """
+    response = interactions.get(claims.interaction).validate(response_json)
+    if claims.interaction == APPROVE_TOOL_CALL:
+        mismatch = approval_mismatch(response, claims.tool_name, claims.arguments_hash)
+        if mismatch is not None:
+            raise Refused(mismatch)
+    return response
+
+
 def prepare_resume(
     answer: AnswerSubmitted,
     *,
@@ -221,14 +237,11 @@ def prepare_resume(
             )
     try:
         interaction = interactions.get(claims.interaction)
-        response = interaction.validate(answer.response_json)
+        response = check_response(claims, interactions, answer.response_json)
     except Refused as refused:
         return refused.refusal
     leave_open: str | None = None
     if claims.interaction == APPROVE_TOOL_CALL:
-        mismatch = approval_mismatch(response, claims.tool_name, claims.arguments_hash)
-        if mismatch is not None:
-            return mismatch
         leave_open = approved_arguments(response)
     if pause is None:
         return Refusal(
