@@ -1,0 +1,6 @@
+"""Framework adapters, each an optional extra: they map a framework's own pause and resume onto
+turnlog's, so an agent keeps its framework and gains a durable, exactly-once pause.
+
+- :mod:`turnlog.adapters.langgraph` (``pip install turnlog[langgraph]``): an ``interrupt()``
+  becomes a pause; the resumed turn becomes ``Command(resume=...)``.
+"""
