@@ -57,13 +57,17 @@ async def status(
             info = store.pause_for_token(pause.token_id)
             if info is None:
                 continue
-            at = decode(info.value, PauseRecorded).occurred_at
-            if oldest is None or at < oldest["paused_at"]:
-                oldest = {"thread_id": pause.thread_id, "token_id": pause.token_id, "paused_at": at}
+            recorded = decode(info.value, PauseRecorded)
+            # occurred_at has whole seconds (it is the token's iat); the checkpoint's own time
+            # orders pauses made within one second.
+            at = (recorded.occurred_at, recorded.checkpoint.created_at)
+            if oldest is None or at < oldest["at"]:
+                oldest = {"thread_id": pause.thread_id, "token_id": pause.token_id, "at": at}
         fresh = freshness(store)
     if oldest is not None:
-        oldest["age_seconds"] = round((now - oldest["paused_at"]).total_seconds(), 1)
-        oldest["paused_at"] = oldest["paused_at"].isoformat()
+        paused_at = oldest.pop("at")[0]
+        oldest["age_seconds"] = round((now - paused_at).total_seconds(), 1)
+        oldest["paused_at"] = paused_at.isoformat()
     report = {
         "group": group.group,
         "group_state": group.state,
