@@ -3,4 +3,7 @@ turnlog's, so an agent keeps its framework and gains a durable, exactly-once pau
 
 - :mod:`turnlog.adapters.langgraph` (``pip install turnlog[langgraph]``): an ``interrupt()``
   becomes a pause; the resumed turn becomes ``Command(resume=...)``.
+- :mod:`turnlog.adapters.pydantic_ai` (``pip install turnlog[pydantic-ai]``): deferred tool
+  requests become an approval pause; the resumed turn becomes the message history and
+  ``DeferredToolResults``.
 """

@@ -1,0 +1,76 @@
+"""The Pydantic AI adapter end to end, with Pydantic AI's own ``TestModel`` (no network): a run
+defers a tool that requires approval, the deferral is paused durably, a separate task decides as
+the person, the worker resumes, and the run continues -- in a fresh agent, from the resumed turn
+alone -- with the approved, edited or rejected call."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai import Agent, DeferredToolRequests
+from pydantic_ai.models.test import TestModel
+
+from tests.conftest import Names
+from tests.integration.test_api import api_settings
+from turnlog import Paused, Turnlog, approve, edit, reject
+from turnlog.adapters.pydantic_ai import pause_deferred, resume_arguments
+
+RAN: list[dict[str, str]] = []
+
+
+def make_agent() -> Agent[None, str | DeferredToolRequests]:
+    agent: Agent[None, str | DeferredToolRequests] = Agent(
+        TestModel(), output_type=[str, DeferredToolRequests]
+    )
+
+    @agent.tool_plain(requires_approval=True)
+    def deploy(service: str, region: str) -> str:
+        RAN.append({"service": service, "region": region})
+        return f"deployed {service} to {region}"
+
+    return agent
+
+
+@pytest.mark.parametrize(
+    ("decide", "ran", "says"),
+    [
+        (lambda args: approve("deploy", args), [{"service": "a", "region": "a"}], "to a"),
+        (
+            lambda args: edit("deploy", args, {"service": "billing", "region": "us"}),
+            [{"service": "billing", "region": "us"}],
+            "deployed billing to us",
+        ),
+        (lambda args: reject("deploy", args, "not on a Friday"), [], "not on a Friday"),
+    ],
+    ids=["approve", "edit", "reject"],
+)
+async def test_a_deferred_approval_pauses_and_the_resumed_turn_continues_the_run(
+    bootstrap: str, names: Names, tmp_path: Path, decide: Any, ran: list[Any], says: str
+) -> None:
+    RAN.clear()
+    ids = {"thread_id": "pa-thread", "run_id": "run-pa", "session_id": "s-pa", "scope_hash": "t"}
+    first = await make_agent().run("Deploy billing.")
+    assert isinstance(first.output, DeferredToolRequests)
+    arguments = first.output.approvals[0].args_as_dict()
+
+    async def person(tl: Turnlog, paused: Paused) -> None:
+        sent = await tl.answer(paused.token, decide(arguments), **paused.axes)
+        assert (await tl.outcome(sent.answer_id, timeout=45)).accepted
+
+    async with Turnlog(api_settings(bootstrap, names, tmp_path)) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        paused = await pause_deferred(tl, first.output, first.all_messages(), **ids)
+        answering = asyncio.create_task(person(tl, paused))
+        async with tl.resumed() as turns:
+            turn = await anext(aiter(turns))
+        await answering
+        assert not worker.done()
+
+    history, results = resume_arguments(turn)
+    assert RAN == []  # nothing ran before the person decided
+    second = await make_agent().run(message_history=history, deferred_tool_results=results)
+    assert ran == RAN
+    assert isinstance(second.output, str) and says in second.output
