@@ -79,8 +79,10 @@ def test_pause_example_answer_and_wait_for_the_outcome(
         ("approve_tool_call_agent.py", ["approve"], "agent: Done: deployed billing to eu"),
         ("approve_tool_call_agent.py", ["edit"], "agent: Done: deployed billing to us"),
         ("approve_tool_call_agent.py", ["reject"], "not on a Friday"),
+        ("langgraph_agent.py", [], "graph: Deploying billing. region=us"),
+        ("pydantic_ai_agent.py", [], "deployed billing to us"),
     ],
-    ids=["ask_user", "approve", "edit", "reject"],
+    ids=["ask_user", "approve", "edit", "reject", "langgraph", "pydantic-ai"],
 )
 def test_each_example_agent_loop_runs_end_to_end(
     bootstrap: str, names: Names, tmp_path: Path, script: str, args: list[str], says: str
