@@ -134,6 +134,13 @@ def main_options(
         int | None, typer.Option(help="Partitions of new topics (env TURNLOG_PARTITIONS).")
     ] = None,
     broker_timeout: BrokerTimeoutOpt = None,
+    kafka_config: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Kafka client.properties (security, SASL, TLS; env TURNLOG_KAFKA_CONFIG).",
+        ),
+    ] = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks.")] = False,
 ) -> None:
     ctx.obj = current = State(debug=debug)
@@ -146,6 +153,7 @@ def main_options(
             keys_dir=keys_dir,
             partitions=partitions,
             broker_timeout_seconds=broker_timeout,
+            kafka_config=kafka_config,
         )
     except SettingError as exc:
         raise fail(str(exc), EXIT_USAGE) from None
@@ -189,8 +197,10 @@ def run_async(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
     def wrapper(*args: Any, **kwargs: Any) -> T:
         from turnlog.contracts.refusals import Refused
 
-        ctx = kwargs.get("ctx")
-        current = run_state(ctx) if isinstance(ctx, typer.Context) else State()
+        # Typer hands the verb click's own context class (typer.Context subclasses it), so it
+        # is found by what it does, not by its class.
+        ctx = next((a for a in (*args, *kwargs.values()) if hasattr(a, "find_root")), None)
+        current = run_state(ctx) if ctx is not None else State()
         _apply_broker_timeout(current, kwargs.get("broker_timeout"))
         try:
             return asyncio.run(fn(*args, **kwargs))
