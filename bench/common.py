@@ -20,13 +20,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import NewTopic
 
 from turnlog.clock import utc_now
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
 from turnlog.contracts.events import AnswerSubmitted, PauseRecorded
 from turnlog.contracts.resume import request_hash
+from turnlog.kafka import clients
 from turnlog.kafka.partitioning import answer_key, partition_for, pause_key
 from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics, wait_for_leaders
 from turnlog.settings import Settings
@@ -280,8 +281,8 @@ async def produce(
     transaction_size: int = 5000,
 ) -> int:
     """Write ``records`` fast: big batches, one transaction per ``transaction_size`` records."""
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap,
+    producer = clients.producer(
+        bootstrap,
         client_id="bench-preload",
         linger_ms=10,
         max_batch_size=1024 * 1024,
@@ -326,7 +327,7 @@ async def preload(
 
 
 async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed")
+    consumer = clients.consumer(bootstrap, isolation_level="read_committed")
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in await _partitions(consumer, topic)]
@@ -348,8 +349,8 @@ async def _partitions(consumer: AIOKafkaConsumer, topic: str) -> list[int]:
 
 def reader_consumer(bootstrap: str, client_id: str) -> AIOKafkaConsumer:
     """A raw consumer configured like turnlog's LogReader (read_committed, same fetch sizes)."""
-    return AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+    return clients.consumer(
+        bootstrap,
         client_id=client_id,
         group_id=None,
         enable_auto_commit=False,

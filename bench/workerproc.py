@@ -29,10 +29,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
 from bench.common import raw_read_to_end, reader_consumer
 from bench.measure import REPO, Profiling, memory_kb
+from turnlog.kafka import clients
 
 POLL = 0.002  # how often the child checks its worker's counters, in seconds
 
@@ -136,8 +137,8 @@ class RawLoop:
         self.processed = 0
         # As in the worker: a batch fetched while partitions are being taken waits for them.
         self.lock = asyncio.Lock()
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=config["bootstrap"],
+        self.consumer = clients.consumer(
+            config["bootstrap"],
             group_id=self.group,
             client_id="bench-raw-loop",
             isolation_level="read_committed",
@@ -156,8 +157,8 @@ class RawLoop:
 
     async def _acquire(self, partitions: list[int]) -> None:
         for p in sorted(partitions):
-            producer = AIOKafkaProducer(
-                bootstrap_servers=self.config["bootstrap"],
+            producer = clients.producer(
+                self.config["bootstrap"],
                 transactional_id=f"{self.group}.raw.{self.answers}.{p}",
                 transaction_timeout_ms=30000,
                 linger_ms=5,

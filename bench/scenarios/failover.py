@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from bench.common import (
     Deployment,
@@ -35,6 +35,7 @@ from bench.measure import Stopwatch, median
 from bench.report import Row
 from bench.scenarios import Context, worker_config
 from bench.workerproc import WorkerProcess
+from turnlog.kafka import clients
 
 TARGET_S = 30.0
 
@@ -161,8 +162,8 @@ async def _raw(
 
 async def _watch(bootstrap: str, topic: str, thread: bytes, reading: asyncio.Future[None]) -> float:
     """``time.monotonic()`` when a TurnResumed keyed ``thread`` becomes visible after now."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    consumer = clients.consumer(
+        bootstrap, isolation_level="read_committed", enable_auto_commit=False
     )
     await consumer.start()
     try:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import TopicPartition
 
 from bench.common import (
     Out,
@@ -32,6 +32,7 @@ from bench.measure import percentile
 from bench.report import Row
 from bench.scenarios import Context, worker_config
 from bench.workerproc import WorkerProcess
+from turnlog.kafka import clients
 
 DEFAULT_RATE = 500.0
 WARMUP = 0.1
@@ -118,11 +119,11 @@ async def offered_load(
     bootstrap: str, answers_topic: str, resumed_topic: str, answers: list[Out], rate: float
 ) -> dict[str, float]:
     """Publish ``answers`` at ``rate``/s; per-answer latency to its resumed record, in ms."""
-    producer = AIOKafkaProducer(
-        bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, client_id="bench-lat"
+    producer = clients.producer(
+        bootstrap, acks="all", enable_idempotence=True, client_id="bench-lat"
     )
-    reader = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+    reader = clients.consumer(
+        bootstrap,
         group_id=None,
         isolation_level="read_committed",
         enable_auto_commit=False,

@@ -14,8 +14,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from aiokafka.admin import AIOKafkaAdminClient
-
 from bench.common import (
     Deployment,
     answer_load,
@@ -27,6 +25,7 @@ from bench.measure import Stopwatch
 from bench.report import Row
 from bench.scenarios import Context, worker_config
 from bench.workerproc import WorkerProcess
+from turnlog.kafka import clients
 
 TARGET_RATE = 5000.0
 TARGET_RATIO = 0.5
@@ -129,7 +128,7 @@ async def _measure(
 
 
 async def _committed(bootstrap: str, group: str, topic: str) -> dict[int, int]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = clients.admin(bootstrap)
     await admin.start()
     try:
         offsets = await admin.list_consumer_group_offsets(group)

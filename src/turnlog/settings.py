@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from turnlog.errors import SettingError
+from turnlog.kafka.security import KafkaConnection, KafkaSecurity
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_PREFIX = "turnlog."
@@ -83,6 +84,19 @@ def problem(name: str, value: object) -> str | None:
     return None
 
 
+def local_bootstrap(env: Mapping[str, str], from_file: str | None = None) -> str | None:
+    """The broker when neither ``--bootstrap-servers`` nor ``TURNLOG_BOOTSTRAP_SERVERS`` names
+    one: a client.properties file's ``bootstrap.servers``, else the local broker's own
+    ``KAFKA_LOCAL_HOST``/``KAFKA_LOCAL_PORT`` (what ``turnlog broker up`` started), else
+    ``None`` (the default). One order for every verb, so a moved local broker is never missed."""
+    if from_file:
+        return from_file
+    host, port = env.get("KAFKA_LOCAL_HOST"), env.get("KAFKA_LOCAL_PORT")
+    if not host and not port:
+        return None
+    return f"{host or '127.0.0.1'}:{port or '9092'}"
+
+
 def _parse_int(raw: str) -> int:
     return int(raw.strip())
 
@@ -125,6 +139,14 @@ class Settings:
     #: The largest answer value a publisher sends. Its resumed turn repeats the response next to
     #: the checkpoint's history, so an answer must stay well under ``max_record_bytes``.
     max_answer_bytes: int = 256 * 1024
+    #: How every Kafka client connects: security protocol, SASL, TLS, client id
+    #: (``TURNLOG_KAFKA_*`` or a client.properties file, ``kafka/security.py``).
+    kafka: KafkaSecurity = field(default_factory=KafkaSecurity)
+
+    @property
+    def connection(self) -> KafkaConnection:
+        """The broker and how to reach it, for ``kafka/clients.py``."""
+        return KafkaConnection(self.bootstrap_servers, self.kafka)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -139,6 +161,7 @@ class Settings:
         env: Mapping[str, str] | None = None,
         *,
         names: Mapping[str, str] | None = None,
+        kafka_config: Path | None = None,
         **overrides: Any,
     ) -> Settings:
         """Settings from ``TURNLOG_*`` variables; keyword overrides (CLI options) win.
@@ -153,8 +176,12 @@ class Settings:
         if unknown:
             raise TypeError(f"Settings has no field(s) {', '.join(unknown)}")
         values: dict[str, Any] = {}
+        security = overrides.get("kafka") or KafkaSecurity.from_env(e, config_file=kafka_config)
+        values["kafka"] = security
         for name in sorted(known):
             given = overrides.get(name)
+            if name == "kafka":
+                continue
             if given is not None:
                 if name in _PATHS and isinstance(given, str):
                     given = Path(given)
@@ -165,6 +192,8 @@ class Settings:
                 continue
             variable = ENV[name]
             raw = e.get(variable)
+            if raw is None and name == "bootstrap_servers":
+                raw = local_bootstrap(e, security.bootstrap_servers)
             if raw is None:
                 continue
             try:

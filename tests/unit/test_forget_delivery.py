@@ -10,6 +10,7 @@ import pytest
 from aiokafka.errors import KafkaTimeoutError, MessageSizeTooLargeError
 
 from turnlog.errors import DeliveryFailed
+from turnlog.kafka import clients
 from turnlog.kafka.topics import TopicSet
 from turnlog.producers import forget as forget_module
 from turnlog.producers.forget import forget_thread
@@ -69,7 +70,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeProducer]:
     async def thread_keys(settings: Settings, topics: TopicSet, thread: str) -> Any:
         return {topic: set(keys) for topic, keys in KEYS.items()}
 
-    monkeypatch.setattr(forget_module, "AIOKafkaProducer", Fake)
+    monkeypatch.setattr(clients, "AIOKafkaProducer", Fake)
     monkeypatch.setattr(forget_module, "thread_keys", thread_keys)
     return Fake
 

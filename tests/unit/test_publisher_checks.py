@@ -25,6 +25,7 @@ from turnlog.clock import utc_now
 from turnlog.contracts.refusals import RefusalReason, Refused
 from turnlog.contracts.resume import request_hash
 from turnlog.errors import BrokerUnavailable
+from turnlog.kafka import clients
 from turnlog.producers import answers as answers_module
 from turnlog.producers.answers import AnswerPublisher
 from turnlog.tokens import PauseClaims
@@ -82,7 +83,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> Iterator[type[FakeProducer]]:
         start_failures = 0
         send_failures: list[BaseException] = []
 
-    monkeypatch.setattr(answers_module, "AIOKafkaProducer", Fake)
+    monkeypatch.setattr(clients, "AIOKafkaProducer", Fake)
     yield Fake
 
 
@@ -311,7 +312,7 @@ async def test_a_send_that_never_returns_is_given_up_and_sent_again_on_a_new_pro
                 await hangs.wait()
             return await super().send_and_wait(*args, **kwargs)
 
-    monkeypatch.setattr(answers_module, "AIOKafkaProducer", Hanging)
+    monkeypatch.setattr(clients, "AIOKafkaProducer", Hanging)
     publisher = AnswerPublisher(dep.settings.with_(broker_timeout_seconds=30), dep.verifier)
     token, stated = _token(dep)
     sent = await publisher.publish(token, ANSWER, **stated, answer_id="once")

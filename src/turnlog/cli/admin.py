@@ -71,7 +71,7 @@ async def _with_admin(settings: Settings, use: Callable[[Any], Coroutine[Any, An
     from turnlog.kafka.topics import admin_client
 
     async def attempt() -> T:
-        admin = admin_client(settings.bootstrap_servers)
+        admin = admin_client(settings)
         try:
             await admin.start()
             return await use(admin)

@@ -88,7 +88,7 @@ async def caught_up(store: Any, settings: Settings) -> int:
 
     async def attempt() -> int:
         projector = CheckpointProjector(
-            settings.bootstrap_servers,
+            settings.connection,
             store,
             TopicSet.from_settings(settings),
             broker_timeout=settings.broker_timeout_seconds,

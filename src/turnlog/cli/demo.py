@@ -109,7 +109,7 @@ async def run_demo(base: Settings, console: Console) -> None:
         step("Topics", f"creating the topic set with prefix [bold]{settings.topic_prefix}[/bold]")
 
         async def create() -> list[str]:
-            admin = admin_client(settings.bootstrap_servers)
+            admin = admin_client(settings)
             try:
                 await admin.start()
                 return await ensure_topics(admin, topics)
@@ -142,7 +142,7 @@ async def run_demo(base: Settings, console: Console) -> None:
             settings, store=worker_store, verifier=verifier, interactions=default_interactions()
         )
         worker_task = asyncio.create_task(worker.run())
-        rejections = LogReader(settings.bootstrap_servers, client_id="demo-rejections")
+        rejections = LogReader(settings.connection, client_id="demo-rejections")
         await rejections.start()
         parts = await rejections.partitions_of(topics.rejections)
         from aiokafka import TopicPartition
@@ -210,11 +210,11 @@ async def run_demo(base: Settings, console: Console) -> None:
         )
 
         step("Rebuild", "drop the store, replay the compacted topics, compare digests")
-        async with CheckpointProjector(settings.bootstrap_servers, worker_store, topics) as proj:
+        async with CheckpointProjector(settings.connection, worker_store, topics) as proj:
             await proj.catch_up()
         live = worker_store.digest()
         worker_store.close()
-        rebuilt = await rebuild(settings.bootstrap_servers, scratch / "rebuilt", topics)
+        rebuilt = await rebuild(settings.connection, scratch / "rebuilt", topics)
         same = "[green]equal[/green]" if live == rebuilt else "[red]DIFFERENT[/red]"
         console.print(f"  live    {live}\n  rebuilt {rebuilt}  → {same}")
         if live != rebuilt:
@@ -265,7 +265,7 @@ def _print_rejection(console: Console, raw: bytes | None) -> None:
 
 
 async def _delete_topics(settings: Settings, topics: TopicSet) -> None:
-    admin = admin_client(settings.bootstrap_servers)
+    admin = admin_client(settings)
     try:
         await admin.start()
         await admin.delete_topics([s.name for s in topics.specs()])

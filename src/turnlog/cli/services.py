@@ -67,7 +67,7 @@ async def worker(
         )
         interrupts.on_stop(resume.request_stop)
         err.print(
-            f"worker {settings.application_id} on {settings.bootstrap_servers}; Ctrl-C stops",
+            f"worker {settings.application_id} on {settings.connection.describe()}; Ctrl-C stops",
             soft_wrap=True,
         )
         try:
@@ -103,7 +103,11 @@ async def project(
 
     settings = run_state(ctx).settings
     store = Store.open(projection_dir(settings))
-    err.print(f"projecting into {projection_dir(settings)}; Ctrl-C stops", soft_wrap=True)
+    err.print(
+        f"projecting {settings.connection.describe()} into {projection_dir(settings)}; "
+        "Ctrl-C stops",
+        soft_wrap=True,
+    )
     following: list[CheckpointProjector] = []  # ready once the follower caught up
     try:
         async with serving(metrics_port, lambda: any(p.ready for p in following)):
@@ -121,7 +125,7 @@ async def _project(
     # Catching up does not look at the stop flag: a signal during it cancels (Interrupts).
     applied = await caught_up(store, settings)
     projector = CheckpointProjector(
-        settings.bootstrap_servers,
+        settings.connection,
         store,
         TopicSet.from_settings(settings),
         broker_timeout=settings.broker_timeout_seconds,
@@ -172,7 +176,7 @@ async def replay(
         # here, from the start (a rebuild is its own fresh store).
         digest = await ride_out(
             lambda: rebuild(
-                settings.bootstrap_servers,
+                settings.connection,
                 projection_dir(settings),
                 TopicSet.from_settings(settings),
                 on_progress=report,

@@ -43,7 +43,7 @@ async def status(
     settings = run_state(ctx).settings
     topics = TopicSet.from_settings(settings)
     group = await ride_out(
-        lambda: group_status(settings.bootstrap_servers, settings.application_id, topics.answers),
+        lambda: group_status(settings.connection, settings.application_id, topics.answers),
         settings=settings,
         who="status",
     )

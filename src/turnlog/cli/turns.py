@@ -302,9 +302,8 @@ async def tail(
     broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
     """Print records of the resumed or rejections stream (read_committed)."""
-    from aiokafka import AIOKafkaConsumer
-
     from turnlog.errors import DecodeError
+    from turnlog.kafka import clients
     from turnlog.kafka.outage import ride_out
     from turnlog.kafka.topics import TopicSet
     from turnlog.wire.codec import decode
@@ -316,9 +315,10 @@ async def tail(
         raise fail(f"tail takes 'resumed' or 'rejections', not {stream!r}", EXIT_USAGE)
 
     async def started() -> Any:
-        consumer = AIOKafkaConsumer(
+        consumer = clients.consumer(
+            run_state(ctx).settings,
             names[stream],
-            bootstrap_servers=run_state(ctx).settings.bootstrap_servers,
+            client_id="turnlog-tail",
             isolation_level="read_committed",
             enable_auto_commit=False,
             auto_offset_reset="earliest" if from_beginning else "latest",

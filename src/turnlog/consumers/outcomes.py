@@ -57,7 +57,7 @@ async def read_outcome(
     timeout: float = 30.0,
 ) -> AnswerOutcome:
     """The outcome of ``answer_id``, or :class:`TimeoutError` after ``timeout`` seconds."""
-    reader = LogReader(settings.bootstrap_servers, client_id="turnlog-outcome")
+    reader = LogReader(settings.connection, client_id="turnlog-outcome")
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     try:

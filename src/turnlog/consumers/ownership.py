@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from aiokafka import AIOKafkaProducer
 
+from turnlog.kafka import clients
 from turnlog.kafka.internals import died_of_fence
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ class PartitionOwner:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        bootstrap_servers: clients.Target,
         application_id: str,
         answers_topic: str,
         partition: int,
@@ -42,8 +43,8 @@ class PartitionOwner:
     ) -> None:
         self.partition = partition
         self.transactional_id = transactional_id(application_id, answers_topic, partition)
-        self.producer = AIOKafkaProducer(
-            bootstrap_servers=bootstrap_servers,
+        self.producer = clients.producer(
+            bootstrap_servers,
             transactional_id=self.transactional_id,
             transaction_timeout_ms=transaction_timeout_ms,
             linger_ms=linger_ms,
@@ -85,14 +86,14 @@ class Ownership:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        bootstrap_servers: clients.Target,
         application_id: str,
         answers_topic: str,
         *,
         restore: Callable[[list[int]], Awaitable[object]],
         refence_after: float,
     ) -> None:
-        self._bootstrap = bootstrap_servers
+        self._bootstrap = clients.connection(bootstrap_servers)
         self._application_id = application_id
         self._topic = answers_topic
         self._restore = restore

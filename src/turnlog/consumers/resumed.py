@@ -20,12 +20,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, IllegalStateError
 from prometheus_client import CollectorRegistry
 
 from turnlog.contracts.events import AskUserAnswered, PauseExpired, TurnResumed
 from turnlog.errors import BrokerUnavailable, DecodeError
+from turnlog.kafka import clients
 from turnlog.kafka.reader import (
     BROKER_TROUBLE,
     BrokerOutage,
@@ -157,8 +158,8 @@ class ResumedTurns:
         # Subscribed after start: start() then only connects, which fails fast and can be
         # retried, and the join is waited for where an outage can be noticed.
         self._joined = _Joined()
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.bootstrap_servers,
+        self._consumer = clients.consumer(
+            settings,
             group_id=group_id,
             client_id=f"turnlog-resumed-{uuid.uuid4().hex[:6]}",
             isolation_level="read_committed",

@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError, ProducerFenced
 from prometheus_client import CollectorRegistry
 
@@ -52,6 +52,7 @@ from turnlog.contracts.events import PauseExpired, PauseRecorded, TokenConsumed
 from turnlog.contracts.interactions import InteractionRegistry
 from turnlog.contracts.ledger import LedgerEntry, Outcome
 from turnlog.errors import BrokerUnavailable
+from turnlog.kafka import clients
 from turnlog.kafka.partitioning import consumption_key, partition_for
 from turnlog.kafka.reader import BrokerOutage, LogReader, Record, close_consumer
 from turnlog.kafka.topics import TopicSet
@@ -142,7 +143,7 @@ class ResumeWorker:
         self.group_id = settings.application_id
         self._expiry_interval = expiry_interval
         self._owners = Ownership(
-            settings.bootstrap_servers,
+            settings.connection,
             settings.application_id,
             self.topics.answers,
             restore=self._take_state,
@@ -158,9 +159,9 @@ class ResumeWorker:
         self._applier = StoreApplier(store, self.topics)
         self._partitions = settings.partitions
         self._handler = self._make_handler()
-        self._reader = LogReader(settings.bootstrap_servers, client_id="turnlog-restore")
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=settings.bootstrap_servers,
+        self._reader = LogReader(settings.connection, client_id="turnlog-restore")
+        self._consumer = clients.consumer(
+            settings,
             group_id=self.group_id,
             # Static membership: a restarted worker with the same instance id takes its
             # partitions straight back instead of making the whole group rebalance.

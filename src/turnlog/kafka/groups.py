@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import UnknownTopicOrPartitionError
 
+from turnlog.kafka import clients
 from turnlog.kafka.internals import refresh_metadata
 
 
@@ -54,20 +54,20 @@ class GroupStatus:
 
 
 async def group_status(
-    bootstrap_servers: str, group: str, topic: str, *, timeout: float = 30.0
+    bootstrap_servers: clients.Target, group: str, topic: str, *, timeout: float = 30.0
 ) -> GroupStatus:
     """``group``'s position on every partition of ``topic``, and its members' assignments."""
     return await asyncio.wait_for(_status(bootstrap_servers, group, topic), timeout)
 
 
-async def _status(bootstrap_servers: str, group: str, topic: str) -> GroupStatus:
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap_servers,
+async def _status(bootstrap_servers: clients.Target, group: str, topic: str) -> GroupStatus:
+    consumer = clients.consumer(
+        bootstrap_servers,
         isolation_level="read_committed",
         enable_auto_commit=False,
         client_id="turnlog-status",
     )
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="turnlog-status")
+    admin = clients.admin(bootstrap_servers, client_id="turnlog-status")
     await consumer.start()
     try:
         await admin.start()

@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from turnlog.errors import BrokerUnavailable, StoreError
+from turnlog.kafka import clients
 from turnlog.kafka.internals import close_after_cancelled_stop, refresh_metadata
 
 #: What an unreachable broker raises from a client call (retried through an outage), as
@@ -134,14 +135,14 @@ ApplyBatch = Callable[[Sequence[Record]], Awaitable[None]]
 class LogReader:
     def __init__(
         self,
-        bootstrap_servers: str,
+        bootstrap_servers: clients.Target,
         *,
         client_id: str = "turnlog-reader",
         max_poll_records: int = 2000,
         fetch_max_bytes: int = 32 * 1024 * 1024,
     ) -> None:
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap_servers,
+        self._consumer = clients.consumer(
+            bootstrap_servers,
             client_id=client_id,
             group_id=None,
             enable_auto_commit=False,

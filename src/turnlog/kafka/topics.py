@@ -18,6 +18,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from turnlog.errors import BrokerUnavailable, TopicMismatch
+from turnlog.kafka import clients
 from turnlog.settings import Settings
 
 # Kafka protocol error codes the readiness check reacts to.
@@ -203,7 +204,6 @@ async def wait_for_leaders(
         await asyncio.sleep(0.1)
 
 
-def admin_client(bootstrap_servers: str, **options: Any) -> AIOKafkaAdminClient:
-    return AIOKafkaAdminClient(
-        bootstrap_servers=bootstrap_servers, request_timeout_ms=15000, **options
-    )
+def admin_client(target: clients.Target, **options: Any) -> AIOKafkaAdminClient:
+    """An admin client for ``target`` (settings, a connection, or a PLAINTEXT bootstrap)."""
+    return clients.admin(target, **options)

@@ -35,6 +35,7 @@ from turnlog.contracts.events import AnswerSubmitted
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused, refuse
 from turnlog.contracts.resume import mismatched_axis, missing_axis
 from turnlog.errors import ConfigurationError
+from turnlog.kafka import clients
 from turnlog.kafka.outage import (
     abandon,
     attempt_timeout,
@@ -94,8 +95,8 @@ class AnswerPublisher:
         async with self._lock:
             if self._producer is not None and self._partitions is not None:
                 return self._producer, self._partitions
-            producer = AIOKafkaProducer(
-                bootstrap_servers=self.settings.bootstrap_servers,
+            producer = clients.producer(
+                self.settings,
                 enable_idempotence=True,
                 acks="all",
                 client_id="turnlog-answer-publisher",

@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import KafkaError, KafkaTimeoutError
 
 from turnlog.errors import DecodeError, DeliveryFailed
+from turnlog.kafka import clients
 from turnlog.kafka.outage import (
     abandon,
     attempt_timeout,
@@ -36,7 +37,7 @@ async def thread_keys(
         t: set() for t in (topics.pauses, topics.answers, topics.consumptions)
     }
     # Not "async with": a start that fails half-way must still close what it opened.
-    reader = LogReader(settings.bootstrap_servers, client_id="turnlog-forget")
+    reader = LogReader(settings.connection, client_id="turnlog-forget")
     try:
         await reader.start()
         partitions = await reader.partitions_of(topics.pauses)
@@ -79,8 +80,9 @@ async def forget_thread(settings: Settings, topics: TopicSet, thread_id: str) ->
     wait = attempt_timeout(settings)
 
     async def open_producer() -> tuple[AIOKafkaProducer, int]:
-        producer = AIOKafkaProducer(
-            bootstrap_servers=settings.bootstrap_servers,
+        producer = clients.producer(
+            settings,
+            client_id="turnlog-forget",
             enable_idempotence=True,
             acks="all",
             request_timeout_ms=request_timeout_ms(settings),

@@ -42,6 +42,7 @@ from turnlog.contracts.interactions import InteractionRegistry, default_interact
 from turnlog.contracts.messages import normalize_message
 from turnlog.contracts.resume import request_hash
 from turnlog.errors import PauseInvalid, TurnlogError
+from turnlog.kafka import clients
 from turnlog.kafka.outage import (
     abandon,
     attempt_timeout,
@@ -237,15 +238,15 @@ class PauseRecorder:
             if self._producer is not None and self._partitions is not None:
                 return self._producer, self._partitions
             if self._create_topics and not self._topics_ready:
-                admin = admin_client(self.settings.bootstrap_servers)
+                admin = admin_client(self.settings)
                 try:
                     await admin.start()
                     await ensure_topics(admin, self.topics)
                 finally:
                     await admin.close()
                 self._topics_ready = True
-            producer = AIOKafkaProducer(
-                bootstrap_servers=self.settings.bootstrap_servers,
+            producer = clients.producer(
+                self.settings,
                 transactional_id=self._transactional_id,
                 client_id="turnlog-pause-recorder",
                 request_timeout_ms=request_timeout_ms(self.settings),

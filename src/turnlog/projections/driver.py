@@ -63,7 +63,7 @@ class KafkaCheckpointDriver:
             if self._store is None:
                 self._store = Store.open(self._store_dir)
             projector = CheckpointProjector(
-                self.settings.bootstrap_servers,
+                self.settings.connection,
                 self._store,
                 self.recorder.topics,
                 broker_timeout=self.settings.broker_timeout_seconds,

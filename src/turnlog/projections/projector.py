@@ -33,6 +33,7 @@ from prometheus_client import CollectorRegistry
 from turnlog.contracts.events import PauseRecorded, TokenConsumed
 from turnlog.contracts.ledger import LedgerEntry
 from turnlog.errors import BrokerUnavailable, DecodeError
+from turnlog.kafka import clients
 from turnlog.kafka.partitioning import split_key
 from turnlog.kafka.reader import BROKER_TROUBLE, BrokerOutage, LogReader, Record
 from turnlog.kafka.topics import TopicSet
@@ -181,7 +182,7 @@ class CheckpointProjector:
 
     def __init__(
         self,
-        bootstrap_servers: str,
+        bootstrap_servers: clients.Target,
         store: Store,
         topics: TopicSet,
         *,
@@ -201,7 +202,7 @@ class CheckpointProjector:
         self.ready = False
         self._lag_at = 0.0  # when the lag was last reported while following
         self.outage = BrokerOutage(broker_timeout, "projector", log)
-        self._bootstrap = bootstrap_servers
+        self._bootstrap = clients.connection(bootstrap_servers).bootstrap_servers
         self._partitions = None if partitions is None else sorted(set(partitions))
         self._reader = LogReader(bootstrap_servers, client_id="turnlog-projector")
         self._on_progress = on_progress
@@ -372,7 +373,7 @@ class CheckpointProjector:
 
 
 async def rebuild(
-    bootstrap_servers: str,
+    bootstrap_servers: clients.Target,
     state_dir: Path,
     topics: TopicSet,
     *,

@@ -1,0 +1,101 @@
+"""Every Kafka client of the package is built here, from one :class:`KafkaConnection`.
+
+A producer, consumer or admin client built anywhere else from ``bootstrap_servers`` alone is a
+client that talks PLAINTEXT to a cluster that wants TLS and SASL, and fails as "not reachable";
+so the three factories below are the only constructors (``tests/unit/test_kafka_clients.py``
+greps the source for any other). They take the settings, a connection, or a bare bootstrap
+string (PLAINTEXT: the tests' and the local broker's case).
+"""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any, Protocol
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.helpers import create_ssl_context
+
+from turnlog.errors import SettingError
+from turnlog.kafka.security import KafkaConnection, KafkaSecurity
+
+
+class _HasConnection(Protocol):
+    @property
+    def connection(self) -> KafkaConnection: ...
+
+
+Target = _HasConnection | KafkaConnection | str
+
+
+def connection(target: Target) -> KafkaConnection:
+    if isinstance(target, KafkaConnection):
+        return target
+    if isinstance(target, str):
+        return KafkaConnection(target)
+    return target.connection
+
+
+def ssl_context(security: KafkaSecurity) -> ssl.SSLContext:
+    """The TLS context of ``security``: its CA (else the system's), its client certificate."""
+    password = security.key_password.reveal() if security.key_password else None
+    try:
+        context: ssl.SSLContext = create_ssl_context(
+            cafile=security.ca_file,
+            cadata=security.ca_data,
+            certfile=security.cert_file,
+            keyfile=security.key_file,
+            password=password,
+        )
+    except (OSError, ssl.SSLError) as exc:
+        # Name the file, never the password (an SSLError for a wrong one says only "bad decrypt").
+        files = [str(p) for p in (security.ca_file, security.cert_file, security.key_file) if p]
+        raise SettingError(
+            f"TLS material ({security.source})",
+            ", ".join(files) or "inline CA",
+            f"cannot be loaded: {type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}",
+        ) from None
+    if security.ca_file is None and security.ca_data is None:
+        context.load_default_certs()
+    context.check_hostname = security.check_hostname
+    return context
+
+
+def client_options(target: Target, client_id: str) -> dict[str, Any]:
+    """The keyword arguments every aiokafka client shares: servers, security, client id.
+
+    A configured ``client.id`` replaces the component's own, as in the Java clients: broker
+    quotas and audit logs key on it.
+    """
+    conn = connection(target)
+    sec = conn.security
+    options: dict[str, Any] = {
+        "bootstrap_servers": conn.bootstrap_servers,
+        "client_id": sec.client_id or client_id,
+        "security_protocol": sec.protocol,
+    }
+    if sec.tls:
+        options["ssl_context"] = ssl_context(sec)
+    if sec.protocol.startswith("SASL_"):
+        options["sasl_mechanism"] = sec.mechanism
+        if sec.mechanism == "OAUTHBEARER":
+            options["sasl_oauth_token_provider"] = sec.token_provider
+        else:
+            options["sasl_plain_username"] = sec.username
+            options["sasl_plain_password"] = sec.password.reveal() if sec.password else None
+    return options
+
+
+def producer(target: Target, *, client_id: str = "turnlog-producer", **kw: Any) -> AIOKafkaProducer:
+    return AIOKafkaProducer(**client_options(target, client_id), **kw)
+
+
+def consumer(
+    target: Target, *topics: str, client_id: str = "turnlog-consumer", **kw: Any
+) -> AIOKafkaConsumer:
+    return AIOKafkaConsumer(*topics, **client_options(target, client_id), **kw)
+
+
+def admin(target: Target, *, client_id: str = "turnlog-admin", **kw: Any) -> AIOKafkaAdminClient:
+    kw.setdefault("request_timeout_ms", 15000)
+    return AIOKafkaAdminClient(**client_options(target, client_id), **kw)

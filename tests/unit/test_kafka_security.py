@@ -1,0 +1,242 @@
+"""Kafka client security: client.properties parsing, the mapping onto aiokafka, no leaked secret."""
+
+from __future__ import annotations
+
+import re
+import ssl
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from turnlog.errors import SettingError
+from turnlog.kafka import clients
+from turnlog.kafka.security import KafkaSecurity, Secret, parse_properties
+from turnlog.settings import Settings
+
+REPO = Path(__file__).resolve().parents[2]
+#: A test value, searched for in every output.
+PASSWORD = "s3cr3t-Pa55word"
+
+SCRAM_PROPERTIES = f"""\
+# written for kafka-console-consumer --consumer.config
+bootstrap.servers=broker-1.example.com:9093,broker-2.example.com:9093
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\
+    username="alice" \\
+    password="{PASSWORD}";
+ssl.truststore.type=PEM
+ssl.truststore.location=ca.pem
+ssl.endpoint.identification.algorithm=https
+client.id=team-agents
+key.deserializer=org.apache.kafka.common.serialization.StringDeserializer
+"""
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A throw-away CA and a client certificate whose key is encrypted with PASSWORD."""
+    d = tmp_path_factory.mktemp("pki")
+
+    def run(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
+
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem",
+        "-days", "2", "-subj", "/CN=test-ca")  # fmt: skip
+    run("req", "-newkey", "rsa:2048", "-passout", f"pass:{PASSWORD}", "-keyout", "client.key",
+        "-out", "client.csr", "-subj", "/CN=alice")  # fmt: skip
+    run("x509", "-req", "-in", "client.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "client.pem", "-days", "2")  # fmt: skip
+    return d
+
+
+def test_properties_format_comments_continuations_and_separators() -> None:
+    props = parse_properties(
+        "# comment\n! also a comment\na=1\nb : two words \nc three\nd=x\\\n   y\ne=back\\\\slash\n"
+    )
+    assert props == {"a": "1", "b": "two words", "c": "three", "d": "xy", "e": "back\\slash"}
+
+
+def test_a_java_scram_client_properties_works_unchanged(pki: Path) -> None:
+    (pki / "client.properties").write_text(SCRAM_PROPERTIES)
+    security = KafkaSecurity.from_env({}, config_file=pki / "client.properties")
+    assert security.protocol == "SASL_SSL"
+    assert security.mechanism == "SCRAM-SHA-512"
+    assert security.username == "alice"
+    assert security.password == Secret(PASSWORD)
+    assert security.ca_file == pki / "ca.pem"  # relative to the file
+    assert security.client_id == "team-agents"
+    options = clients.client_options(as_settings(security), "turnlog-x")
+    assert options["security_protocol"] == "SASL_SSL"
+    assert options["sasl_mechanism"] == "SCRAM-SHA-512"
+    assert options["sasl_plain_username"] == "alice"
+    assert options["sasl_plain_password"] == PASSWORD
+    assert options["client_id"] == "team-agents"
+    assert options["bootstrap_servers"] == "broker-1.example.com:9093,broker-2.example.com:9093"
+    context = options["ssl_context"]
+    assert isinstance(context, ssl.SSLContext)
+    assert context.check_hostname is True
+    assert context.verify_mode == ssl.CERT_REQUIRED
+
+
+def as_settings(security: KafkaSecurity) -> Settings:
+    return Settings(bootstrap_servers=security.bootstrap_servers or "x:1", kafka=security)
+
+
+def test_the_files_bootstrap_comes_after_the_option_and_the_variable(pki: Path) -> None:
+    path = pki / "client.properties"
+    path.write_text(SCRAM_PROPERTIES)
+    env = {"KAFKA_LOCAL_PORT": "9999"}
+    from_file = Settings.from_env(env, kafka_config=path)
+    assert from_file.bootstrap_servers.startswith("broker-1.example.com:9093")
+    env["TURNLOG_BOOTSTRAP_SERVERS"] = "other:9093"
+    assert Settings.from_env(env, kafka_config=path).bootstrap_servers == "other:9093"
+    assert (
+        Settings.from_env(env, kafka_config=path, bootstrap_servers="opt:1").bootstrap_servers
+        == "opt:1"
+    )
+
+
+def test_without_option_or_variable_the_local_brokers_own_address_is_used() -> None:
+    assert Settings.from_env({}).bootstrap_servers == "127.0.0.1:9092"
+    assert Settings.from_env({"KAFKA_LOCAL_PORT": "9192"}).bootstrap_servers == "127.0.0.1:9192"
+    env = {"KAFKA_LOCAL_HOST": "10.0.0.5", "KAFKA_LOCAL_PORT": "9192"}
+    assert Settings.from_env(env).bootstrap_servers == "10.0.0.5:9192"
+    env["TURNLOG_BOOTSTRAP_SERVERS"] = "elsewhere:9092"
+    assert Settings.from_env(env).bootstrap_servers == "elsewhere:9092"
+
+
+def test_mutual_tls_from_variables_with_an_encrypted_key(pki: Path) -> None:
+    env = {
+        "TURNLOG_KAFKA_SECURITY_PROTOCOL": "ssl",
+        "TURNLOG_KAFKA_SSL_CA_FILE": str(pki / "ca.pem"),
+        "TURNLOG_KAFKA_SSL_CERT_FILE": str(pki / "client.pem"),
+        "TURNLOG_KAFKA_SSL_KEY_FILE": str(pki / "client.key"),
+        "TURNLOG_KAFKA_SSL_KEY_PASSWORD": PASSWORD,
+        "TURNLOG_KAFKA_SSL_CHECK_HOSTNAME": "false",
+    }
+    settings = Settings.from_env(env)
+    options = clients.client_options(settings, "turnlog-x")
+    assert options["security_protocol"] == "SSL"
+    assert "sasl_mechanism" not in options
+    assert options["ssl_context"].check_hostname is False
+    # A wrong key password names the files, never the password.
+    env["TURNLOG_KAFKA_SSL_KEY_PASSWORD"] = "wrong-" + PASSWORD
+    with pytest.raises(SettingError) as caught:
+        clients.client_options(Settings.from_env(env), "turnlog-x")
+    assert "client.key" in str(caught.value)
+    assert PASSWORD not in str(caught.value)
+
+
+def test_plain_and_librdkafka_key_names(tmp_path: Path) -> None:
+    (tmp_path / "ca.pem").write_text("")
+    (tmp_path / "c.properties").write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+        f"sasl.username=bob\nsasl.password={PASSWORD}\nssl.ca.location=ca.pem\n"
+    )
+    security = KafkaSecurity.from_env({"TURNLOG_KAFKA_CONFIG": str(tmp_path / "c.properties")})
+    assert (security.mechanism, security.username) == ("PLAIN", "bob")
+    assert security.ca_file == tmp_path / "ca.pem"
+    options = clients.client_options(as_settings(security), "x")
+    assert "ssl_context" not in options  # SASL_PLAINTEXT: no TLS
+    assert options["sasl_plain_password"] == PASSWORD
+
+
+def test_variables_override_the_file(tmp_path: Path) -> None:
+    (tmp_path / "c.properties").write_text(SCRAM_PROPERTIES.replace("ca.pem", "/nope/ca.pem"))
+    env = {"TURNLOG_KAFKA_SASL_USERNAME": "carol", "TURNLOG_KAFKA_SASL_MECHANISM": "scram-sha-256"}
+    security = KafkaSecurity.from_env(env, config_file=tmp_path / "c.properties")
+    assert (security.username, security.mechanism) == ("carol", "SCRAM-SHA-256")
+    assert security.password == Secret(PASSWORD)
+
+
+@pytest.mark.parametrize(
+    ("line", "named"),
+    [
+        ("ssl.truststore.location=/etc/kafka/truststore.jks", "ssl.truststore.location"),
+        ("ssl.truststore.password=changeit", "ssl.truststore.password"),
+        (
+            "ssl.keystore.location=/etc/kafka/keystore.p12\nssl.keystore.type=PKCS12",
+            "ssl.keystore.location",
+        ),
+        ("sasl.mechanism=GSSAPI", "sasl.mechanism"),
+        ("sasl.kerberos.service.name=kafka", "sasl.kerberos.service.name"),
+        (
+            "sasl.login.callback.handler.class=com.example.Handler",
+            "sasl.login.callback.handler.class",
+        ),
+        (
+            "sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;",
+            "sasl.jaas.config",
+        ),
+        ("ssl.keystore.key=-----BEGIN", "ssl.keystore.key"),
+        ("ssl.cipher.suites=TLS_AES_128_GCM_SHA256", "ssl.cipher.suites"),
+        ("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256", "sasl.jaas.config"),
+        ("security.protocol=TLS", "security.protocol"),
+    ],
+)
+def test_what_aiokafka_cannot_do_is_refused_by_name(tmp_path: Path, line: str, named: str) -> None:
+    path = tmp_path / "c.properties"
+    path.write_text(line + "\n")
+    with pytest.raises(SettingError) as caught:
+        KafkaSecurity.from_env({}, config_file=path)
+    message = str(caught.value)
+    assert named in message
+    assert "\n" not in message
+    assert "changeit" not in message
+
+
+def test_oauthbearer_takes_a_token_provider_hook() -> None:
+    env = {
+        "TURNLOG_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "TURNLOG_KAFKA_SASL_MECHANISM": "OAUTHBEARER",
+    }
+    with pytest.raises(SettingError, match="TURNLOG_KAFKA_OAUTH_TOKEN_PROVIDER"):
+        KafkaSecurity.from_env(env)
+    env["TURNLOG_KAFKA_OAUTH_TOKEN_PROVIDER"] = "tests.unit.token_provider:StaticTokenProvider"
+    security = KafkaSecurity.from_env(env)
+    options = clients.client_options(as_settings(security), "x")
+    assert options["sasl_mechanism"] == "OAUTHBEARER"
+    assert options["sasl_oauth_token_provider"] is security.token_provider
+    env["TURNLOG_KAFKA_OAUTH_TOKEN_PROVIDER"] = "tests.unit.token_provider:missing"
+    with pytest.raises(SettingError, match="cannot be loaded"):
+        KafkaSecurity.from_env(env)
+
+
+def test_secrets_never_in_repr_str_errors_or_the_start_line(pki: Path) -> None:
+    (pki / "client.properties").write_text(SCRAM_PROPERTIES)
+    settings = Settings.from_env(
+        {"TURNLOG_KAFKA_SSL_KEY_PASSWORD": PASSWORD}, kafka_config=pki / "client.properties"
+    )
+    for text in (
+        repr(settings),
+        str(settings),
+        repr(settings.kafka),
+        settings.connection.describe(),
+    ):
+        assert PASSWORD not in text
+    assert "SCRAM-SHA-512 as alice" in settings.connection.describe()
+    # A file whose JAAS line is broken is refused without echoing the line.
+    (pki / "bad.properties").write_text(
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'password="{PASSWORD}";\n'
+    )
+    with pytest.raises(SettingError) as caught:
+        Settings.from_env({}, kafka_config=pki / "bad.properties")
+    assert PASSWORD not in str(caught.value)
+    assert "username" in str(caught.value)
+
+
+def test_every_kafka_client_is_built_in_clients_py() -> None:
+    """A client constructed anywhere else would connect without the security settings."""
+    constructor = re.compile(r"\bAIOKafka(Producer|Consumer|AdminClient)\(")
+    offenders = [
+        f"{path.relative_to(REPO)}:{n}"
+        for root in ("src", "bench")
+        for path in sorted((REPO / root).rglob("*.py"))
+        if path.name != "clients.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if constructor.search(line)
+    ]
+    assert offenders == []
