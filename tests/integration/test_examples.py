@@ -81,8 +81,9 @@ def test_pause_example_answer_and_wait_for_the_outcome(
         ("approve_tool_call_agent.py", ["reject"], "not on a Friday"),
         ("langgraph_agent.py", [], "graph: Deploying billing. region=us"),
         ("pydantic_ai_agent.py", [], "deployed billing to us"),
+        ("openai_agents_agent.py", [], "agent: Done: deployed billing to eu"),
     ],
-    ids=["ask_user", "approve", "edit", "reject", "langgraph", "pydantic-ai"],
+    ids=["ask_user", "approve", "edit", "reject", "langgraph", "pydantic-ai", "openai-agents"],
 )
 def test_each_example_agent_loop_runs_end_to_end(
     bootstrap: str, names: Names, tmp_path: Path, script: str, args: list[str], says: str
