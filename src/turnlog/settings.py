@@ -34,6 +34,8 @@ ENV: Final[Mapping[str, str]] = {
     "application_id": "TURNLOG_APPLICATION_ID",
     "partitions": "TURNLOG_PARTITIONS",
     "replication_factor": "TURNLOG_REPLICATION_FACTOR",
+    "min_insync_replicas": "TURNLOG_MIN_INSYNC_REPLICAS",
+    "create_topics": "TURNLOG_CREATE_TOPICS",
     "commit_interval_ms": "TURNLOG_COMMIT_INTERVAL_MS",
     "keys_dir": "TURNLOG_KEYS_DIR",
     "issuer": "TURNLOG_ISSUER",
@@ -49,6 +51,8 @@ ENV: Final[Mapping[str, str]] = {
 _MIN_INT: Final[Mapping[str, int]] = {
     "partitions": 1,
     "replication_factor": 1,
+    # 0: the broker's own default (min.insync.replicas is then not set on the topics).
+    "min_insync_replicas": 0,
     "commit_interval_ms": 1,
     # A zero window would be a token that is expired when it is handed out.
     "token_ttl_seconds": 1,
@@ -58,6 +62,7 @@ _MIN_INT: Final[Mapping[str, int]] = {
 }
 _TEXT: Final = ("bootstrap_servers", "topic_prefix", "application_id", "issuer", "audience")
 _PATHS: Final = ("state_dir", "keys_dir")
+_BOOLS: Final = ("create_topics",)
 # Kafka's legal topic-name characters; the prefix leaves room for the longest suffix.
 _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
@@ -81,6 +86,8 @@ def problem(name: str, value: object) -> str | None:
             return "a topic prefix is 1-200 of the letters, digits, '.', '_' and '-' Kafka allows"
     elif name in _PATHS and not isinstance(value, Path):
         return "must be a path"
+    elif name in _BOOLS and not isinstance(value, bool):
+        return "must be true or false"
     return None
 
 
@@ -112,7 +119,18 @@ def _parser(name: str) -> Callable[[str], Any]:
         return _parse_float
     if name in _PATHS:
         return Path
+    if name in _BOOLS:
+        return _parse_bool
     return str
+
+
+def _parse_bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +140,13 @@ class Settings:
     state_dir: Path = field(default_factory=lambda: Path(".turnlog/state"))
     application_id: str = "turnlog"
     partitions: int = 6
+    #: Replication of the topics turnlog creates (managed services refuse 1; use 3 there).
     replication_factor: int = 1
+    #: ``min.insync.replicas`` set on the topics turnlog creates; 0 leaves the broker's default.
+    min_insync_replicas: int = 0
+    #: False: no process creates topics (an operator applies ``turnlog topics plan``);
+    #: readiness then only verifies them and refuses a missing or mismatched one by name.
+    create_topics: bool = True
     commit_interval_ms: int = 100
     keys_dir: Path = field(default_factory=lambda: Path(".turnlog/keys"))
     issuer: str = "turnlog"
@@ -199,7 +223,13 @@ class Settings:
             try:
                 parsed = _parser(name)(raw)
             except ValueError:
-                kind = "a whole number" if name in _MIN_INT else "a number"
+                kind = (
+                    "a whole number"
+                    if name in _MIN_INT
+                    else "true or false"
+                    if name in _BOOLS
+                    else "a number"
+                )
                 raise SettingError(variable, raw, f"is not {kind}") from None
             why = problem(name, parsed)
             if why is not None:

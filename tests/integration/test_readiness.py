@@ -59,8 +59,10 @@ async def test_concurrent_readiness_creates_each_topic_once(
     created: list[list[str]] = []
     real_ensure, real_describe = pauses_module.ensure_topics, topics_module.describe
 
-    async def recording_ensure(client: AIOKafkaAdminClient, topics: TopicSet) -> list[str]:
-        names_created = await real_ensure(client, topics)
+    async def recording_ensure(
+        client: AIOKafkaAdminClient, topics: TopicSet, **options: bool
+    ) -> list[str]:
+        names_created = await real_ensure(client, topics, **options)
         created.append(names_created)
         return names_created
 

@@ -240,3 +240,12 @@ def test_every_kafka_client_is_built_in_clients_py() -> None:
         if constructor.search(line)
     ]
     assert offenders == []
+
+
+def test_operator_settings_from_variables() -> None:
+    env = {"TURNLOG_REPLICATION_FACTOR": "3", "TURNLOG_MIN_INSYNC_REPLICAS": "2"}
+    settings = Settings.from_env({**env, "TURNLOG_CREATE_TOPICS": "false"})
+    assert (settings.replication_factor, settings.min_insync_replicas) == (3, 2)
+    assert settings.create_topics is False
+    with pytest.raises(SettingError, match="TURNLOG_CREATE_TOPICS"):
+        Settings.from_env({"TURNLOG_CREATE_TOPICS": "maybe"})

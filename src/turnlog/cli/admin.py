@@ -86,11 +86,15 @@ async def _with_admin(settings: Settings, use: Callable[[Any], Coroutine[Any, An
 async def topics_ensure(
     ctx: typer.Context, as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None
 ) -> None:
-    """Create the missing topics; verify cleanup policy and partition count of existing ones."""
+    """Create the missing topics (unless TURNLOG_CREATE_TOPICS=false); verify cleanup policy,
+    partition count and replication of existing ones."""
     from turnlog.kafka.topics import TopicSet, ensure_topics
 
-    topics = TopicSet.from_settings(run_state(ctx).settings)
-    created = await _with_admin(run_state(ctx).settings, lambda admin: ensure_topics(admin, topics))
+    settings = run_state(ctx).settings
+    topics = TopicSet.from_settings(settings)
+    created = await _with_admin(
+        settings, lambda admin: ensure_topics(admin, topics, create=settings.create_topics)
+    )
     names = [s.name for s in topics.specs()]
     if as_json:
         print_json({"created": created, "verified": [n for n in names if n not in created]})
@@ -117,6 +121,8 @@ async def topics_describe(
             "topic": spec.name,
             "exists": spec.name in found,
             "partitions": found[spec.name].partitions if spec.name in found else None,
+            "replication": found[spec.name].replication if spec.name in found else None,
+            "in_sync": found[spec.name].in_sync if spec.name in found else None,
             **{k: found[spec.name].configs.get(k) if spec.name in found else None for k in keys},
         }
         for spec in topics.specs()
@@ -124,13 +130,53 @@ async def topics_describe(
     if as_json:
         print_json(rows)
         return
-    table = Table("topic", "partitions", *keys)
+    table = Table("topic", "partitions", "replicas", "in sync (min)", *keys)
     for row in rows:
         if not row["exists"]:
-            table.add_row(str(row["topic"]), "[red]missing[/red]", "", "", "")
+            table.add_row(str(row["topic"]), "[red]missing[/red]", *[""] * (2 + len(keys)))
         else:
-            table.add_row(str(row["topic"]), str(row["partitions"]), *(str(row[k]) for k in keys))
+            cells = ("partitions", "replication", "in_sync", *keys)
+            table.add_row(str(row["topic"]), *(str(row[k]) for k in cells))
     out.print(table)
+
+
+@topics_app.command("plan")
+def topics_plan(ctx: typer.Context, as_json: JsonOpt = False) -> None:
+    """Print the topic set for an operator to create (no broker needed): names, partitions,
+    replication and configs, as kafka-topics.sh commands or, with --json, as data."""
+    from turnlog.kafka.topics import TopicSet
+
+    settings = run_state(ctx).settings
+    topics = TopicSet.from_settings(settings)
+    plan: list[dict[str, Any]] = [
+        {
+            "topic": spec.name,
+            "role": spec.role,
+            "partitions": topics.partitions,
+            "replication_factor": topics.replication_factor,
+            "configs": spec.all_configs(),
+        }
+        for spec in topics.specs()
+    ]
+    if as_json:
+        print_json(plan)
+        return
+    out.print(
+        f"# {len(plan)} topics, one partition count (co-partitioned by thread); "
+        "then run turnlog with TURNLOG_CREATE_TOPICS=false",
+        highlight=False,
+        soft_wrap=True,
+    )
+    for item in plan:
+        configs = " ".join(f"--config {k}={v}" for k, v in sorted(item["configs"].items()))
+        out.print(
+            f"kafka-topics.sh --bootstrap-server {settings.bootstrap_servers} "
+            f"--command-config client.properties --create --topic {item['topic']} "
+            f"--partitions {item['partitions']} "
+            f"--replication-factor {item['replication_factor']} {configs}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @keys_app.command("new")

@@ -50,6 +50,8 @@ class TopicSet:
     prefix: str
     partitions: int
     replication_factor: int = 1
+    #: ``min.insync.replicas`` of every topic; 0 leaves the broker's default.
+    min_insync_replicas: int = 0
     retention_ms: int = WEEK_MS
     compacted_configs: Mapping[str, str] = field(default_factory=dict)
 
@@ -59,6 +61,7 @@ class TopicSet:
             prefix=settings.topic_prefix,
             partitions=settings.partitions,
             replication_factor=settings.replication_factor,
+            min_insync_replicas=settings.min_insync_replicas,
         )
 
     @property
@@ -82,8 +85,10 @@ class TopicSet:
         return f"{self.prefix}rejections"
 
     def specs(self) -> tuple[TopicSpec, ...]:
-        compact = dict(self.compacted_configs)
-        timed = {"retention.ms": str(self.retention_ms)}
+        isr = {"min.insync.replicas": str(self.min_insync_replicas)}
+        common = isr if self.min_insync_replicas else {}
+        compact = {**common, **self.compacted_configs}
+        timed = {**common, "retention.ms": str(self.retention_ms)}
         return (
             TopicSpec(self.pauses, "pauses", True, compact),
             TopicSpec(self.answers, "answers", True, compact),
@@ -98,14 +103,23 @@ class TopicState:
     name: str
     partitions: int
     configs: dict[str, str]
+    #: The fewest replicas, and the fewest in-sync replicas, of any of its partitions.
+    replication: int = 0
+    in_sync: int = 0
 
 
 async def describe(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, TopicState]:
     """Partition counts and configs of the named topics that exist."""
     found: dict[str, int] = {}
+    replicas: dict[str, tuple[int, int]] = {}
     for topic in await admin.describe_topics(names):
         if topic["error_code"] == 0:
             found[topic["topic"]] = len(topic["partitions"])
+            parts = topic["partitions"] or [{"replicas": [], "isr": []}]
+            replicas[topic["topic"]] = (
+                min(len(p["replicas"]) for p in parts),
+                min(len(p["isr"]) for p in parts),
+            )
     if not found:
         return {}
     resources = [ConfigResource(ConfigResourceType.TOPIC, name) for name in found]
@@ -116,10 +130,10 @@ async def describe(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, To
             configs[resource["resource_name"]] = {
                 e["config_names"]: e["config_value"] for e in entries
             }
-    return {name: TopicState(name, found[name], configs[name]) for name in found}
+    return {name: TopicState(name, found[name], configs[name], *replicas[name]) for name in found}
 
 
-def check(spec: TopicSpec, state: TopicState, partitions: int) -> None:
+def check(spec: TopicSpec, state: TopicState, partitions: int, replication: int = 1) -> None:
     """Refuse, by name, an existing topic that would break the design's guarantees."""
     policy = state.configs.get("cleanup.policy", "")
     policies = {p.strip() for p in policy.split(",") if p.strip()}
@@ -140,22 +154,37 @@ def check(spec: TopicSpec, state: TopicState, partitions: int) -> None:
             f"{spec.name} has {state.partitions} partitions and the topic set has {partitions}; "
             "co-partitioning by thread would send a thread's facts to different owners",
         )
+    if state.replication and state.replication < replication:
+        raise TopicMismatch(
+            "replication_factor_mismatch",
+            f"{spec.name} has replication factor {state.replication} and the settings ask for "
+            f"{replication} (TURNLOG_REPLICATION_FACTOR)",
+        )
 
 
-async def ensure_topics(admin: AIOKafkaAdminClient, topics: TopicSet) -> list[str]:
+async def ensure_topics(
+    admin: AIOKafkaAdminClient, topics: TopicSet, *, create: bool = True
+) -> list[str]:
     """Create the missing topics and verify the existing ones. Returns the names created.
 
     Every topic must have the topic set's partition count; an existing topic with another count
     is refused rather than adopted, so a process configured differently fails loudly at start
-    instead of creating a mismatched sibling.
+    instead of creating a mismatched sibling. With ``create=False`` (``TURNLOG_CREATE_TOPICS``
+    false: operators make the topics) a missing topic is refused by name instead.
     """
     specs = topics.specs()
     existing = await describe(admin, [s.name for s in specs])
     partitions = topics.partitions
     for spec in specs:
         if spec.name in existing:
-            check(spec, existing[spec.name], partitions)
+            check(spec, existing[spec.name], partitions, topics.replication_factor)
     missing = [s for s in specs if s.name not in existing]
+    if missing and not create:
+        raise TopicMismatch(
+            "topic_missing",
+            f"{', '.join(s.name for s in missing)} missing, and this process does not create "
+            "topics (TURNLOG_CREATE_TOPICS=false): an operator applies `turnlog topics plan`",
+        )
     created: list[str] = []
     if missing:
         response = await admin.create_topics(
@@ -179,7 +208,7 @@ async def ensure_topics(admin: AIOKafkaAdminClient, topics: TopicSet) -> list[st
             now = await describe(admin, [s.name for s in raced])
             for spec in raced:
                 if spec.name in now:
-                    check(spec, now[spec.name], partitions)
+                    check(spec, now[spec.name], partitions, topics.replication_factor)
     await wait_for_leaders(admin, [s.name for s in specs])
     return created
 

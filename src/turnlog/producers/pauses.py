@@ -200,14 +200,15 @@ class PauseRecorder:
         issuer: TokenIssuer,
         *,
         topics: TopicSet | None = None,
-        create_topics: bool = True,
+        create_topics: bool | None = None,
         interactions: InteractionRegistry | None = None,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.settings = settings
         self.topics = topics or TopicSet.from_settings(settings)
         self._issuer = issuer
-        self._create_topics = create_topics
+        # None: the settings decide (TURNLOG_CREATE_TOPICS); False verifies the topics only.
+        self._create_topics = settings.create_topics if create_topics is None else create_topics
         self._interactions = interactions if interactions is not None else default_interactions()
         self._clock = clock
         self._producer: AIOKafkaProducer | None = None
@@ -237,11 +238,11 @@ class PauseRecorder:
         async with self._lock:
             if self._producer is not None and self._partitions is not None:
                 return self._producer, self._partitions
-            if self._create_topics and not self._topics_ready:
+            if not self._topics_ready:
                 admin = admin_client(self.settings)
                 try:
                     await admin.start()
-                    await ensure_topics(admin, self.topics)
+                    await ensure_topics(admin, self.topics, create=self._create_topics)
                 finally:
                     await admin.close()
                 self._topics_ready = True
