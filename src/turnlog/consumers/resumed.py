@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry
 from turnlog.contracts.events import AskUserAnswered, PauseExpired, TurnResumed
 from turnlog.errors import BrokerUnavailable, DecodeError
 from turnlog.kafka import clients
+from turnlog.kafka.lifecycle import Lifecycle
 from turnlog.kafka.reader import (
     BROKER_TROUBLE,
     BrokerOutage,
@@ -115,7 +116,7 @@ class Delivery:
     offset: int
 
 
-class ResumedTurns:
+class ResumedTurns(Lifecycle):
     """An async iterator over the resumed topic (``read_committed``, its own consumer group).
 
     ``async for turn in turns`` commits a turn's offset when the loop asks for the next one, i.e.
@@ -199,13 +200,6 @@ class ResumedTurns:
                 log.warning("resumed turns: offsets %s left uncommitted: %s", owed, exc)
         self._started = False
         await close_consumer(self._consumer)
-
-    async def __aenter__(self) -> ResumedTurns:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     async def deliveries(self) -> AsyncIterator[Delivery]:
         await self.start()

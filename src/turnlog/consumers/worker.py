@@ -53,6 +53,7 @@ from turnlog.contracts.interactions import InteractionRegistry
 from turnlog.contracts.ledger import LedgerEntry, Outcome
 from turnlog.errors import BrokerUnavailable
 from turnlog.kafka import clients
+from turnlog.kafka.lifecycle import Lifecycle
 from turnlog.kafka.partitioning import consumption_key, partition_for
 from turnlog.kafka.reader import BrokerOutage, LogReader, Record, close_consumer
 from turnlog.kafka.topics import TopicSet
@@ -113,7 +114,7 @@ class _View:
         return self._store.offset(self._topic, partition)
 
 
-class ResumeWorker:
+class ResumeWorker(Lifecycle):
     def __init__(
         self,
         settings: Settings,
@@ -322,13 +323,6 @@ class ResumeWorker:
         async with self._lock:
             await self._owners.close()
         await self._reader.stop()
-
-    async def __aenter__(self) -> ResumeWorker:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     # -- ownership -------------------------------------------------------------------------
 

@@ -36,6 +36,7 @@ from turnlog.contracts.refusals import Refusal, RefusalReason, Refused, refuse
 from turnlog.contracts.resume import mismatched_axis, missing_axis
 from turnlog.errors import ConfigurationError
 from turnlog.kafka import clients
+from turnlog.kafka.lifecycle import Lifecycle
 from turnlog.kafka.outage import (
     abandon,
     attempt_timeout,
@@ -64,7 +65,7 @@ class PublishedAnswer:
         return self.answer.answer_id
 
 
-class AnswerPublisher:
+class AnswerPublisher(Lifecycle):
     def __init__(
         self,
         settings: Settings,
@@ -124,13 +125,6 @@ class AnswerPublisher:
             producer, self._producer, self._partitions = self._producer, None, None
         if producer is not None:
             await stop_producer(producer, patience=attempt_timeout(self.settings))
-
-    async def __aenter__(self) -> AnswerPublisher:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     def build(
         self,

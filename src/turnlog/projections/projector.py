@@ -34,6 +34,7 @@ from turnlog.contracts.events import PauseRecorded, TokenConsumed
 from turnlog.contracts.ledger import LedgerEntry
 from turnlog.errors import BrokerUnavailable, DecodeError
 from turnlog.kafka import clients
+from turnlog.kafka.lifecycle import Lifecycle
 from turnlog.kafka.partitioning import split_key
 from turnlog.kafka.reader import BROKER_TROUBLE, BrokerOutage, LogReader, Record
 from turnlog.kafka.topics import TopicSet
@@ -171,7 +172,7 @@ class Progress:
         return self.remaining / self.rate if self.rate > 0 else None
 
 
-class CheckpointProjector:
+class CheckpointProjector(Lifecycle):
     """Follows pauses and consumptions (read_committed) into a store.
 
     ``partitions`` limits the projection to some partitions (a worker owns only some); by default
@@ -242,13 +243,6 @@ class CheckpointProjector:
     async def stop(self) -> None:
         self._stop.set()
         await self._reader.stop()
-
-    async def __aenter__(self) -> CheckpointProjector:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     def request_stop(self) -> None:
         self._stop.set()
