@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from turnlog.clock import utc_now
+from turnlog.contracts.axes import Axes
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
 from turnlog.contracts.interactions import InteractionRegistry, default_interactions
 from turnlog.kafka.topics import TopicSet
@@ -95,10 +96,6 @@ def sample_checkpoint(
 ANSWER = {"answers": [{"selections": ["eu"], "other": None}]}
 
 
-def axes(cp: TurnCheckpoint) -> dict[str, str]:
-    return {
-        "scope_hash": cp.scope_hash,
-        "session_id": cp.session_id,
-        "run_id": cp.run_id,
-        "call_id": cp.tool_call_id,
-    }
+def axes(cp: TurnCheckpoint) -> dict[str, str | None]:
+    """The axes of the pause as plain keyword arguments (JSON-able, for child processes)."""
+    return dict(Axes.of_pause(cp))

@@ -30,6 +30,7 @@ from turnlog.clock import utc_now
 from turnlog.consumers.outcomes import AnswerOutcome, read_outcome
 from turnlog.consumers.resumed import ResumedTurns
 from turnlog.consumers.worker import ResumeWorker
+from turnlog.contracts.axes import Axes
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import PauseRecorded
 from turnlog.contracts.interactions import InteractionRegistry, default_interactions
@@ -63,15 +64,9 @@ class Paused:
         return self.pause.checkpoint.thread_id
 
     @property
-    def axes(self) -> dict[str, str]:
+    def axes(self) -> Axes:
         """The four axes an answer to this pause states: ``tl.answer(token, r, **paused.axes)``."""
-        cp = self.pause.checkpoint
-        return {
-            "scope_hash": cp.scope_hash,
-            "session_id": cp.session_id,
-            "run_id": cp.run_id,
-            "call_id": cp.tool_call_id or cp.interrupt_id,
-        }
+        return Axes.of_pause(self.pause.checkpoint)
 
 
 def _json_text(value: Any) -> str:

@@ -331,7 +331,8 @@ CASES: dict[str, Case] = {
 }
 
 #: Proven by other tests of this module (poison, competing answers, expiry), of
-#: test_worker_hostile.py (misrouted, too large) and, for a failure no rule names -- which no
+#: test_worker_hostile.py (misrouted, too large), of test_approvals.py (an approval replayed
+#: onto other arguments: approval_mismatch) and, for a failure no rule names -- which no
 #: record sent on purpose can cause -- by tests/unit/test_handler.py.
 ELSEWHERE = {
     "answer_undecodable",
@@ -340,6 +341,7 @@ ELSEWHERE = {
     "misrouted",
     "answer_too_large",
     "answer_unprocessable",
+    "approval_mismatch",
 }
 
 

@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approval_mismatch, approved_arguments
+from turnlog.contracts.axes import Axes
 from turnlog.contracts.claims import PauseClaims
 from turnlog.contracts.events import (
     AnswerSubmitted,
@@ -118,28 +119,19 @@ def is_replay(answer: AnswerSubmitted, ledger: LedgerEntry | None) -> bool:
 
 def missing_axis(answer: AnswerSubmitted) -> Refusal | None:
     """The first axis the answer leaves unstated, refused by its own name."""
-    for reason, value in (
-        (RefusalReason.AXIS_MISSING_SCOPE, answer.scope_hash),
-        (RefusalReason.AXIS_MISSING_SESSION, answer.session_id),
-        (RefusalReason.AXIS_MISSING_RUN, answer.run_id),
-        (RefusalReason.AXIS_MISSING_CALL, answer.call_id),
-    ):
-        if not value:
-            return Refusal(reason, "the answer must state it; an unstated axis is never defaulted")
-    return None
+    return Axes.stated_by(answer).missing()
 
 
 def mismatched_axis(answer: AnswerSubmitted, claims: PauseClaims) -> Refusal | None:
     """The first stated axis (or the routing thread) that disagrees with the token."""
-    for reason, stated, claimed in (
-        (RefusalReason.SCOPE_MISMATCH, answer.scope_hash, claims.scope_hash),
-        (RefusalReason.SESSION_MISMATCH, answer.session_id, claims.session_id),
-        (RefusalReason.RUN_MISMATCH, answer.run_id, claims.run_id),
-        (RefusalReason.CALL_MISMATCH, answer.call_id, claims.answered_call_id),
-        (RefusalReason.THREAD_MISMATCH, answer.thread_id, claims.thread_id),
-    ):
-        if stated != claimed:
-            return Refusal(reason, f"the answer states {stated!r}, the token {claimed!r}")
+    mismatch = Axes.stated_by(answer).mismatch(Axes.of_claims(claims))
+    if mismatch is not None:
+        return mismatch
+    if answer.thread_id != claims.thread_id:
+        return Refusal(
+            RefusalReason.THREAD_MISMATCH,
+            f"the answer states {answer.thread_id!r}, the token {claims.thread_id!r}",
+        )
     return None
 
 
