@@ -53,6 +53,7 @@ from aiokafka import TopicPartition
 from aiokafka.client import AIOKafkaClient
 
 from tests.conftest import KAFKA_SCRIPT
+from turnlog.kafka.security import KafkaSecurity, Secret
 
 HOST = "127.0.0.1"
 PORT_FLOOR = 20000  # above the shared broker (9092) and start3's defaults (19092-19097)
@@ -315,6 +316,73 @@ class Cluster3:
         return found[-1]
 
 
+class SecureBroker:
+    """A single node of this test alone with a SASL_SSL listener (``kafka.sh start-secure``):
+    a throw-away CA, SCRAM users made at format, the StandardAuthorizer on, admin a super user."""
+
+    ADMIN_PASSWORD = "admin-" + os.urandom(6).hex()
+
+    def __init__(self, data: Path, port: int, users: Iterable[str]) -> None:
+        self.port = port
+        self.passwords = {user: f"{user}-{os.urandom(6).hex()}" for user in users}
+        listed = " ".join(f"{u}:{p}" for u, p in self.passwords.items())
+        self._kafka = _Instance(
+            data,
+            {
+                "KAFKA_LOCAL_PORT": str(port),
+                "KAFKA_LOCAL_USERS": listed,
+                "KAFKA_LOCAL_ADMIN_PASSWORD": self.ADMIN_PASSWORD,
+            },
+        )
+        self.passwords["admin"] = self.ADMIN_PASSWORD
+        self.dir = data / "secure"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{HOST}:{self.port}"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.dir / "tls" / "ca.pem"
+
+    def log_tail(self, lines: int = 60) -> str:
+        return _tail(self.dir / "server.log", lines)
+
+    def properties(self, user: str, path: Path) -> Path:
+        """A Java client.properties for ``user`` (what the cluster's Java tools would use)."""
+        path.write_text(
+            "security.protocol=SASL_SSL\n"
+            "sasl.mechanism=SCRAM-SHA-512\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{user}" password="{self.passwords[user]}";\n'
+            "ssl.truststore.type=PEM\n"
+            f"ssl.truststore.location={self.ca_file}\n"
+        )
+        return path
+
+    def security(self, user: str) -> KafkaSecurity:
+        return KafkaSecurity(
+            protocol="SASL_SSL",
+            mechanism="SCRAM-SHA-512",
+            username=user,
+            password=Secret(self.passwords[user]),
+            ca_file=self.ca_file,
+            source=f"test user {user}",
+        )
+
+    async def start(self) -> None:
+        await self._kafka.script("start-secure", logs=[self.dir / "server.log"])
+
+    async def stop(self) -> None:
+        await self._kafka.script("stop-secure")
+
+    async def grant(self, lines: Iterable[str]) -> None:
+        """Create the ACLs of ``lines`` (``turnlog acls --plain``), as admin."""
+        acl_file = self.dir / f"acls-{os.urandom(4).hex()}.txt"
+        acl_file.write_text("\n".join(lines) + "\n")
+        await self._kafka.script("acls", str(acl_file))
+
+
 # -- fixtures ----------------------------------------------------------------------------------
 
 _BROKERS = pytest.StashKey[list[OwnBroker | Cluster3]]()
@@ -372,3 +440,18 @@ def pytest_runtest_makereport(
         for broker in item.stash.get(_BROKERS, []):
             report.sections.append((f"{broker.name} log tail", broker.log_tail()))
     return report
+
+
+#: The principals of the secured broker's tests, one per role of ``turnlog acls``.
+SECURE_USERS = ("publisher", "agent", "worker", "reader", "projector")
+
+
+@pytest.fixture
+async def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SecureBroker]:
+    """A SASL_SSL broker with ACLs of this test alone, started; stopped at the end."""
+    broker = SecureBroker(tmp_path_factory.mktemp("secure-kafka"), free_ports(2), SECURE_USERS)
+    try:
+        await broker.start()
+        yield broker
+    finally:
+        await broker.stop()

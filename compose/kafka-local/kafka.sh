@@ -7,6 +7,14 @@
 #   kafka.sh start3|stop3|status3  three nodes on one machine (RF 3, min.insync.replicas 2)
 #   kafka.sh node3 start|stop|kill ID   one node (1-3) of the three-node cluster
 #   kafka.sh logs [N]              the last N lines of the single node's log
+#   kafka.sh start-secure|stop-secure|status-secure   one node with a SASL_SSL client listener:
+#                                  a throw-away CA and server certificate made at start (PEM,
+#                                  in <data>/secure/tls), SCRAM users created when the storage
+#                                  is formatted, StandardAuthorizer on (no ACL: denied), super
+#                                  user "admin"; <data>/secure/admin.properties connects as it
+#   kafka.sh acls FILE             create the ACLs of FILE on the secured node, as admin (one
+#                                  "principal operation resource-type name pattern-type" a line:
+#                                  what `turnlog acls --plain` prints)
 #   kafka.sh logs3 ID [N]          the last N lines of node ID's log
 #
 # Environment (all optional):
@@ -23,6 +31,8 @@
 #   KAFKA_START_TIMEOUT  seconds a start waits for the client port (default 90)
 #   KAFKA_LOCAL_FAST   1: start the JVM faster (C1 JIT only, a shared class archive); for tests
 #   KAFKA_LOCAL_PROPERTIES  extra server properties, "k=v k=v", appended to every node's config
+#   KAFKA_LOCAL_USERS  SCRAM-SHA-512/256 users of start-secure, "name:password ..." (admin is
+#                      always made, password KAFKA_LOCAL_ADMIN_PASSWORD, default admin-secret)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -348,8 +358,109 @@ triple() { # start|stop|status
   esac
 }
 
+# make_tls DIR: a throw-away CA, and a server certificate for $host/localhost signed by it
+make_tls() {
+  local dir=$1
+  [ -f "$dir/server-keystore.pem" ] && return 0
+  mkdir -p "$dir"
+  command -v openssl >/dev/null || { log "openssl is needed for start-secure"; exit 1; }
+  (
+    cd "$dir"
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 2 \
+      -subj "/CN=kafka-local test CA" 2>/dev/null
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out server.key 2>/dev/null
+    openssl req -new -key server.key -out server.csr -subj "/CN=$host" 2>/dev/null
+    case $host in
+      127.0.0.1 | localhost) echo "subjectAltName=IP:127.0.0.1,DNS:localhost" ;;
+      *[!0-9.]*) echo "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:$host" ;;
+      *) echo "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:$host" ;;
+    esac >san.ext
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.crt \
+      -days 2 -extfile san.ext 2>/dev/null
+    # Kafka's PEM keystore: the PKCS#8 key, then the certificate chain, in one file.
+    cat server.key server.crt ca.pem >server-keystore.pem
+    rm -f server.csr san.ext
+  )
+}
+
+secure() { # start|stop|status
+  local name=secure kport=$((port + 1)) dir="$data/secure"
+  local admin_password=${KAFKA_LOCAL_ADMIN_PASSWORD:-admin-secret}
+  case $1 in
+    start)
+      fetch
+      node_config $name 1 "$port" "$kport" "1@$host:$kport" 1 1
+      make_tls "$dir/tls"
+      # The client listener is SASL_SSL; the controller listener stays PLAINTEXT on its own port
+      # (the node's principal there is ANONYMOUS, hence a super user beside admin).
+      sed -i -e "s|^listeners=.*|listeners=SASL_SSL://$host:$port,CONTROLLER://$host:$kport|" \
+        -e "s|^advertised.listeners=.*|advertised.listeners=SASL_SSL://$host:$port|" \
+        -e "s|^listener.security.protocol.map=.*|listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT|" \
+        -e "s|^inter.broker.listener.name=.*|inter.broker.listener.name=SASL_SSL|" \
+        "$dir/server.properties"
+      cat >>"$dir/server.properties" <<EOF
+sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$admin_password";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PEM
+ssl.keystore.location=$dir/tls/server-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$dir/tls/ca.pem
+ssl.client.auth=none
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+allow.everyone.if.no.acl.found=false
+super.users=User:admin;User:ANONYMOUS
+EOF
+      cat >"$dir/admin.properties" <<EOF
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$admin_password";
+ssl.truststore.type=PEM
+ssl.truststore.location=$dir/tls/ca.pem
+EOF
+      if [ ! -f "$dir/data/meta.properties" ]; then
+        local java user
+        local scram=()
+        java=$(java_cmd)
+        for user in "admin:$admin_password" ${KAFKA_LOCAL_USERS:-}; do
+          scram+=(--add-scram "SCRAM-SHA-512=[name=${user%%:*},password=${user#*:}]")
+          scram+=(--add-scram "SCRAM-SHA-256=[name=${user%%:*},password=${user#*:}]")
+        done
+        # shellcheck disable=SC2046
+        "$java" $(fast_opts) -cp "$lib/*" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+          kafka.tools.StorageTool format -c "$dir/server.properties" -t "$(cluster_id $name)" \
+          "${scram[@]}" >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; exit 1; }
+      fi
+      start_node $name "$port" "$(cluster_id $name)"
+      wait_ready $name "$port"
+      ;;
+    stop) stop_node $name ;;
+    status)
+      if is_running "$dir"; then
+        echo "running: pid $(cat "$dir/kafka.pid"), SASL_SSL bootstrap $host:$port, CA $dir/tls/ca.pem, admin config $dir/admin.properties"
+      else
+        echo "stopped"
+        return 3
+      fi
+      ;;
+  esac
+}
+
+# acls FILE: the ACLs of FILE on the secured node, through the Java Admin client (the broker's
+# jars do not include kafka-acls.sh's AclCommand; Java 11+ runs a one-file program as is).
+acls() {
+  local file=${1:?acls FILE}
+  "$(java_cmd)" -cp "$lib/*" -Dlog4j2.configurationFile="$data/secure/log4j2.properties" \
+    "$here/Acls.java" "$data/secure/admin.properties" "$host:$port" "$file"
+}
+
 case ${1:-} in
   fetch) fetch ;;
+  start-secure) secure start ;;
+  stop-secure) secure stop ;;
+  status-secure) secure status ;;
+  acls) acls "${2:-}" ;;
   start | stop | kill | status) single "$1" ;;
   start3) triple start ;;
   stop3) triple stop ;;

@@ -18,6 +18,10 @@ The whole tree (the CLI's exit code for each in brackets)::
     ├── DeliveryFailed            records the broker did not take (forget's tombstones)     [1]
     ├── BrokerUnavailable         Kafka unreachable for longer than the outage budget       [4]
     └── DemoFailed                the demo's end-to-end story did not hold (turnlog.cli.demo) [1]
+
+Not turnlog's own: aiokafka's authorization and authentication errors
+(``turnlog.kafka.reader.NOT_AUTHORIZED``: the broker refused this principal) are raised as they
+are, never waited out as an outage, and the CLI exits [5] with one "not authorized" line.
 """
 
 from __future__ import annotations

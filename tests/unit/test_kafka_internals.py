@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.cluster import ClusterMetadata
 from aiokafka.consumer.fetcher import Fetcher
 
 from turnlog.kafka.internals import died_of_fence
@@ -21,6 +22,13 @@ async def test_a_consumer_has_the_client_and_fetcher_used() -> None:
     assert inspect.iscoroutinefunction(client.close)
     # The fetcher exists only once started; its class is what close_after_cancelled_stop reads.
     assert "_pending_tasks" in inspect.getsource(Fetcher.__init__)
+    # What topic_unauthorized uses: a metadata request into a scratch ClusterMetadata, whose
+    # authorization failures land in a set of topic names.
+    assert "unauthorized_topics" in inspect.getsource(ClusterMetadata.update_metadata)
+    assert list(inspect.signature(client._metadata_update).parameters) == [
+        "cluster_metadata",
+        "topics",
+    ]
     await consumer.stop()
 
 

@@ -249,3 +249,27 @@ def test_operator_settings_from_variables() -> None:
     assert settings.create_topics is False
     with pytest.raises(SettingError, match="TURNLOG_CREATE_TOPICS"):
         Settings.from_env({"TURNLOG_CREATE_TOPICS": "maybe"})
+
+
+def test_acls_per_role_are_least_privilege() -> None:
+    from turnlog.consumers.ownership import transactional_id
+    from turnlog.kafka.acls import role_acls
+    from turnlog.kafka.topics import TopicSet
+
+    topics = TopicSet("t.", partitions=3)
+    roles = role_acls(topics, "app", publisher="pub", worker="User:wrk", agent="agt", reader="rdr")
+    assert [a.line() for a in roles["publisher"]] == [
+        "User:pub WRITE TOPIC t.answers LITERAL",
+        "User:pub DESCRIBE TOPIC t.answers LITERAL",
+    ]
+    every = [a for entries in roles.values() for a in entries]
+    assert not [a for a in every if a.operation in ("ALL", "CREATE", "ALTER", "DELETE")]
+    assert not [a for a in every if a.resource_type == "CLUSTER"]
+    # Only the worker writes resumed turns; nobody but the worker and the agent owns transactions.
+    writers = {a.principal for a in every if a.operation == "WRITE" and a.name == topics.resumed}
+    assert writers == {"User:wrk"}
+    worker_ids = [a.name for a in roles["worker"] if a.resource_type == "TRANSACTIONAL_ID"]
+    assert all(transactional_id("app", topics.answers, 2).startswith(n) for n in worker_ids)
+    assert ("READ", "GROUP", "app.resumed") in {
+        (a.operation, a.resource_type, a.name) for a in roles["reader"]
+    }

@@ -207,3 +207,68 @@ def keys_new(
 def version(ctx: typer.Context) -> None:
     """Print the package version."""
     out.print(__version__)
+
+
+@app.command("acls")
+def acls(
+    ctx: typer.Context,
+    publisher: Annotated[str | None, typer.Option(help="Principal that publishes answers.")] = None,
+    worker: Annotated[str | None, typer.Option(help="Principal of the resume workers.")] = None,
+    agent: Annotated[str | None, typer.Option(help="Principal that records pauses.")] = None,
+    reader: Annotated[str | None, typer.Option(help="Principal that reads resumed turns.")] = None,
+    reader_group: Annotated[
+        str | None, typer.Option(help="The reader's consumer group (default <app id>.resumed).")
+    ] = None,
+    projector: Annotated[
+        str | None, typer.Option(help="Principal of turnlog project / show / pending.")
+    ] = None,
+    plain: Annotated[
+        bool, typer.Option("--plain", help="One ACL a line (what kafka.sh acls reads).")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Print the exact ACLs each role needs (least privilege), for a cluster admin to grant."""
+    from turnlog.kafka.acls import role_acls
+    from turnlog.kafka.topics import TopicSet
+
+    settings = run_state(ctx).settings
+    roles = role_acls(
+        TopicSet.from_settings(settings),
+        settings.application_id,
+        publisher=publisher,
+        worker=worker,
+        agent=agent,
+        reader=reader,
+        reader_group=reader_group,
+        projector=projector,
+    )
+    if not roles:
+        raise fail("name at least one role: --publisher, --worker, --agent, --reader", EXIT_USAGE)
+    if as_json:
+        print_json(
+            {
+                role: [
+                    {
+                        "principal": a.principal,
+                        "operation": a.operation,
+                        "resource_type": a.resource_type,
+                        "name": a.name,
+                        "pattern": a.pattern,
+                    }
+                    for a in entries
+                ]
+                for role, entries in roles.items()
+            }
+        )
+        return
+    if plain:
+        for role, entries in roles.items():
+            out.print(f"# {role}", highlight=False)
+            for a in entries:
+                out.print(a.line(), highlight=False, soft_wrap=True)
+        return
+    table = Table("role", "principal", "operation", "resource", "name", "pattern")
+    for role, entries in roles.items():
+        for a in entries:
+            table.add_row(role, a.principal, a.operation, a.resource_type, a.name, a.pattern)
+    out.print(table)

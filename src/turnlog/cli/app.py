@@ -5,6 +5,7 @@ as a rich table or, with ``--json``, as JSON, and fails with one clear line and 
 code -- never a traceback unless ``--debug``:
 
   0 ok · 1 failure · 2 usage · 3 refused (a token or answer was refused) · 4 broker unavailable
+  · 5 not authorized (the broker refused this principal: an ACL or the credentials)
 
 The typer app, its global options, and how a verb runs (one error line, an exit code).
 """
@@ -29,6 +30,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from turnlog.errors import BrokerUnavailable, PauseInvalid, SettingError, TurnlogError
+from turnlog.kafka.reader import NOT_AUTHORIZED
 from turnlog.settings import Settings
 
 app = typer.Typer(
@@ -64,7 +66,7 @@ out = Console()
 err = Console(stderr=True)
 
 
-EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED, EXIT_BROKER = 1, 2, 3, 4
+EXIT_FAILURE, EXIT_USAGE, EXIT_REFUSED, EXIT_BROKER, EXIT_UNAUTHORIZED = 1, 2, 3, 4, 5
 
 
 #: What a shell reports for a process ended by SIGINT.
@@ -216,6 +218,14 @@ def run_async(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
                 raise fail(f"refused: {exc.refusal}", EXIT_REFUSED) from None
             if isinstance(exc, SettingError | PauseInvalid):
                 raise fail(str(exc), EXIT_USAGE) from None
+            denied = _not_authorized(exc)
+            if denied is not None:
+                who = current.settings.kafka.describe()
+                raise fail(
+                    f"not authorized: {denied} (Kafka at {current.settings.bootstrap_servers}, "
+                    f"{who}); `turnlog acls` prints what each role needs",
+                    EXIT_UNAUTHORIZED,
+                ) from None
             if isinstance(exc, BrokerUnavailable | KafkaConnectionError | KafkaTimeoutError):
                 raise fail(
                     f"Kafka at {current.settings.bootstrap_servers} is not reachable: {exc}; "
@@ -227,6 +237,18 @@ def run_async(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
             raise
 
     return wrapper
+
+
+def _not_authorized(exc: BaseException) -> str | None:
+    """What the broker refused, when ``exc`` (or what caused it) is an authorization failure."""
+    seen: BaseException | None = exc
+    for _ in range(5):
+        if seen is None:
+            return None
+        if isinstance(seen, NOT_AUTHORIZED):
+            return f"{type(seen).__name__}: {seen}"
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def print_json(data: Any) -> None:

@@ -25,6 +25,7 @@ import inspect
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.cluster import ClusterMetadata
 from aiokafka.errors import KafkaConnectionError, ProducerFenced
 
 
@@ -43,6 +44,17 @@ async def close_after_cancelled_stop(consumer: AIOKafkaConsumer) -> None:
             await pending
     client: Any = consumer._client
     await client.close()
+
+
+async def topic_unauthorized(consumer: AIOKafkaConsumer, topic: str) -> bool:
+    """Whether the broker refuses this principal any metadata of ``topic``. A metadata request
+    for all topics leaves such a topic out, and aiokafka then reports it as merely absent, so a
+    caller waiting for its partitions would wait for nothing: this asks for the topic by name
+    (into a scratch ``ClusterMetadata``, leaving the consumer's own untouched)."""
+    client: Any = consumer._client
+    probe = ClusterMetadata()
+    await client._metadata_update(probe, [topic])
+    return topic in probe.unauthorized_topics
 
 
 def died_of_fence(producer: AIOKafkaProducer) -> bool:

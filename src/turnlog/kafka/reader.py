@@ -20,15 +20,37 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    AuthenticationFailedError,
+    ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    KafkaError,
+    SaslAuthenticationFailed,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+)
 
 from turnlog.errors import BrokerUnavailable, StoreError
 from turnlog.kafka import clients
-from turnlog.kafka.internals import close_after_cancelled_stop, refresh_metadata
+from turnlog.kafka.internals import (
+    close_after_cancelled_stop,
+    refresh_metadata,
+    topic_unauthorized,
+)
 
 #: What an unreachable broker raises from a client call (retried through an outage), as
 #: opposed to a refusal or a bug. ``TimeoutError`` is a call that did not finish in time.
 BROKER_TROUBLE: tuple[type[BaseException], ...] = (KafkaError, OSError, TimeoutError)
+#: What the broker says when this principal may not do something, or is not who it claims:
+#: no outage (a retry gets the same answer), so it is raised at once, never waited out.
+NOT_AUTHORIZED: tuple[type[BaseException], ...] = (
+    TopicAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    TransactionalIdAuthorizationFailed,
+    ClusterAuthorizationFailedError,
+    SaslAuthenticationFailed,
+    AuthenticationFailedError,
+)
 #: The longest wait between two attempts to reach a broker that has gone.
 MAX_BACKOFF_SECONDS = 2.0
 
@@ -58,6 +80,8 @@ class BrokerOutage:
     def failed(self, exc: BaseException, began: float | None = None) -> float:
         """``began``: when the failed attempt started (loop time), if it took a while -- a call
         that timed out -- so the outage is dated from then rather than from its timeout."""
+        if isinstance(exc, NOT_AUTHORIZED):
+            raise exc
         now = asyncio.get_running_loop().time()
         why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if self._since is None:
@@ -184,10 +208,14 @@ class LogReader:
     async def partitions_of(self, topic: str, timeout: float = 30.0) -> list[int]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        asked = False
         while True:
             found = self._consumer.partitions_for_topic(topic)
             if found:
                 return sorted(found)
+            if not asked and await topic_unauthorized(self._consumer, topic):
+                raise TopicAuthorizationFailedError(topic)
+            asked = True
             if loop.time() > deadline:
                 raise BrokerUnavailable(f"no metadata for topic {topic} after {timeout:.0f}s")
             await refresh_metadata(self._consumer)

@@ -1,0 +1,135 @@
+"""Against a SASL_SSL broker with the StandardAuthorizer on (``kafka.sh start-secure``): every
+role works with exactly the ACLs ``turnlog acls`` prints, and a principal without a right gets a
+one-line "not authorized" (exit 5), neither a hang nor a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aiokafka.errors import TopicAuthorizationFailedError
+
+from tests.brokers import SecureBroker
+from tests.conftest import Names
+from tests.deployment import ANSWER, REQUEST, axes, make_deployment, sample_checkpoint
+from tests.integration.worker_support import running_worker
+from tests.kafka_helpers import eventually
+from turnlog.consumers.resumed import ResumedTurns
+from turnlog.contracts.events import TurnResumed
+from turnlog.kafka import clients
+from turnlog.kafka.acls import role_acls
+from turnlog.kafka.reader import LogReader
+from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics
+from turnlog.producers.answers import AnswerPublisher
+from turnlog.producers.pauses import PauseRecorder
+from turnlog.projections.projector import CheckpointProjector
+from turnlog.projections.store import Store
+from turnlog.settings import Settings
+
+pytest_plugins = ["tests.brokers"]
+
+
+async def test_the_whole_flow_with_least_privilege_acls(
+    secure_broker: SecureBroker, names: Names, tmp_path: Path
+) -> None:
+    broker = secure_broker
+    dep = make_deployment(broker.bootstrap, names.prefix, names.app, tmp_path / "s", partitions=2)
+    # Operators make the topics (as admin); no role below may create one.
+    base = dep.settings.with_(create_topics=False)
+    admin = admin_client(base.with_(kafka=broker.security("admin")))
+    await admin.start()
+    try:
+        await ensure_topics(admin, TopicSet.from_settings(base))
+    finally:
+        await admin.close()
+    group = f"{names.app}.resumed"
+    roles = role_acls(
+        TopicSet.from_settings(base),
+        base.application_id,
+        publisher="publisher",
+        agent="agent",
+        worker="worker",
+        reader="reader",
+        projector="projector",
+        reader_group=group,
+    )
+    await broker.grant(a.line() for entries in roles.values() for a in entries)
+
+    def as_(user: str) -> Settings:
+        return base.with_(kafka=broker.security(user))
+
+    async def acls_applied() -> bool:
+        # ACLs reach the authorizer through the metadata log: poll, with a deadline.
+        reader = LogReader(as_("projector").connection)
+        await reader.start()
+        try:
+            await reader.partitions_of(TopicSet.from_settings(base).pauses, timeout=5)
+            return True
+        except TopicAuthorizationFailedError:
+            return False
+        finally:
+            await reader.stop()
+
+    await eventually(acls_applied, timeout=30)
+    cp = sample_checkpoint("secured-thread")
+    async with PauseRecorder(as_("agent"), dep.issuer) as recorder:
+        pause = await recorder.record(cp, request_json=REQUEST)
+    async with (
+        running_worker(dataclasses.replace(dep, settings=as_("worker")), tmp_path / "worker"),
+        AnswerPublisher(as_("publisher"), dep.verifier) as publisher,
+        ResumedTurns(as_("reader"), group_id=group) as turns,
+    ):
+        await publisher.publish(pause.token, ANSWER, **axes(cp), answer_id="secured-1")
+        event = await asyncio.wait_for(anext(aiter(turns)), 60)
+    assert isinstance(event, TurnResumed)
+    assert (event.thread_id, event.answer_id) == ("secured-thread", "secured-1")
+    # The projector's principal reads pauses and consumptions into a store.
+    store = Store.open(tmp_path / "projection")
+    try:
+        async with CheckpointProjector(
+            as_("projector").connection, store, TopicSet.from_settings(base)
+        ) as projector:
+            await projector.catch_up()
+        assert store.digest()
+        assert store.offsets()
+    finally:
+        store.close()
+
+    # A publisher cannot read pauses nor resumed turns: one line, its own exit code, at once.
+    props = broker.properties("publisher", tmp_path / "publisher.properties")
+    env = {
+        "TURNLOG_BOOTSTRAP_SERVERS": broker.bootstrap,
+        "TURNLOG_TOPIC_PREFIX": names.prefix,
+        "TURNLOG_APPLICATION_ID": names.app,
+        "TURNLOG_STATE_DIR": str(tmp_path / "cli-state"),
+        "TURNLOG_BROKER_TIMEOUT": "60",
+        "PATH": "/usr/bin:/bin",
+    }
+    for verb in (["pending"], ["tail", "resumed", "--max", "1"]):
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [sys.executable, "-m", "turnlog", "--kafka-config", str(props), *verb],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,  # the outage budget is 60 s: an answer within 30 s is no wait-out
+        )
+        assert done.returncode == 5, (verb, done.stdout, done.stderr)
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1, done.stderr
+        assert lines[0].startswith("error: not authorized: TopicAuthorizationFailedError")
+        assert "as publisher" in lines[0]
+        assert broker.passwords["publisher"] not in done.stderr + done.stdout
+
+    # Nor write a resumed turn: the broker refuses the record.
+    producer = clients.producer(as_("publisher"), client_id="not-a-worker")
+    await producer.start()
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            await producer.send_and_wait(TopicSet.from_settings(base).resumed, b"forged", key=b"t")
+    finally:
+        await producer.stop()
