@@ -73,3 +73,20 @@ def test_the_log_fields_the_readme_names_are_the_ones_written() -> None:
     named = re.search(r"they carry (.*?)\. aiokafka", logs, re.S)
     assert named is not None
     assert set(re.findall(r"`(\w+)`", named.group(1))) - {"answer", "ownership"} == set(FIELDS)
+
+
+def test_the_acl_table_is_what_turnlog_acls_prints() -> None:
+    from turnlog.kafka.acls import role_acls
+    from turnlog.kafka.topics import TopicSet
+
+    table = _section("Run it against your Kafka")
+    rows = re.findall(
+        r"^\| (\w+) \| (User:\w) \| (\w+) \| (\w+) \| `([^`]+)` \| (\w+) \|$", table, re.M
+    )
+    roles = role_acls(
+        TopicSet("turnlog.", 6), "turnlog", publisher="P", worker="W", agent="A", reader="R",
+        projector="J",
+    )  # fmt: skip
+    printed = [(role, a.principal, a.operation, a.resource_type, a.name, a.pattern)
+               for role, entries in roles.items() for a in entries]  # fmt: skip
+    assert sorted(rows) == sorted(printed)
