@@ -54,6 +54,9 @@ class Paused:
     pause: PauseRecorded
     partition: int
     offset: int
+    #: The W3C traceparent on the pause record; pass it to :meth:`Turnlog.answer` so the answer
+    #: and the resumed turn join the pause's trace.
+    traceparent: str | None = None
 
     @property
     def token_id(self) -> str:
@@ -169,13 +172,15 @@ class Turnlog:
         request: Any = None,
         interaction: str | None = None,
         ttl: timedelta | float | None = None,
+        traceparent: str | None = None,
     ) -> Paused:
         """Record the paused turn and return its token (``.token``) and axes (``.axes``).
 
         ``request`` is what was asked (JSON text, or a value that becomes JSON); the token binds
         its hash. ``interaction`` defaults to ``checkpoint.name``; ``ttl`` (seconds or a
-        timedelta) to ``settings.token_ttl_seconds``. Everything is checked before Kafka:
-        :class:`~turnlog.errors.PauseInvalid` names the field that is wrong::
+        timedelta) to ``settings.token_ttl_seconds``; ``traceparent`` (W3C) to the current
+        OpenTelemetry span's, else a new trace (``.traceparent``). Everything is checked before
+        Kafka: :class:`~turnlog.errors.PauseInvalid` names the field that is wrong::
 
             paused = await tl.pause(checkpoint, request={"questions": [...]})
             send_to_the_person(paused.token, paused.axes)
@@ -191,10 +196,17 @@ class Turnlog:
             request_json=_json_text({} if request is None else request),
             interaction=interaction,
             ttl=window,
+            traceparent=traceparent,
         )
         driver.wrote(recorded.thread_id, recorded.partition, recorded.offset)
         service.record_write(checkpoint)
-        return Paused(recorded.token, recorded.pause, recorded.partition, recorded.offset)
+        return Paused(
+            recorded.token,
+            recorded.pause,
+            recorded.partition,
+            recorded.offset,
+            recorded.traceparent,
+        )
 
     # -- the person's side ------------------------------------------------------------------------
 
@@ -208,6 +220,7 @@ class Turnlog:
         run_id: str,
         call_id: str,
         answer_id: str | None = None,
+        traceparent: str | None = None,
     ) -> PublishedAnswer:
         """Check the answer, then publish it; :class:`~turnlog.contracts.refusals.Refused`
         (``.refusal.reason``) and nothing written when the token, an axis or the response
@@ -218,6 +231,7 @@ class Turnlog:
 
         The four axes are never defaulted from the token: the answering side states them.
         Reusing ``answer_id`` on a retry makes the retry the same fact (consumed at most once).
+        ``traceparent`` is the pause's (``paused.traceparent``): the answer joins its trace.
         """
         if self._publisher is None:
             self._publisher = AnswerPublisher(self.settings, self.verifier, topics=self.topics)
@@ -235,7 +249,7 @@ class Turnlog:
         # token names -- the registry the workers answer against.
         claims = self.verifier.verify(token, utc_now())
         check_response(claims, self.interactions, candidate.response_json)
-        sent = await self._publisher.publish_unchecked(candidate)
+        sent = await self._publisher.publish_unchecked(candidate, traceparent=traceparent)
         self._answered[sent.answer_id] = sent.answer.thread_id
         return sent
 

@@ -63,7 +63,9 @@ class FakeProducer:
     async def partitions_for(self, topic: str) -> set[int]:
         return {0, 1, 2}
 
-    async def send_and_wait(self, topic: str, value: bytes, *, key: bytes, partition: int) -> Any:
+    async def send_and_wait(
+        self, topic: str, value: bytes, *, key: bytes, partition: int, headers: Any = None
+    ) -> Any:
         cls = type(self)
         if cls.send_failures:
             raise cls.send_failures.pop(0)

@@ -35,6 +35,7 @@ from turnlog.kafka.reader import (
     close_consumer,
 )
 from turnlog.kafka.topics import TopicSet
+from turnlog.observability import tracing
 from turnlog.observability.metrics import resumed_turns_metrics
 from turnlog.settings import Settings
 from turnlog.wire.codec import decode
@@ -114,6 +115,9 @@ class Delivery:
     event: TurnResumed | PauseExpired
     partition: int
     offset: int
+    #: The record's W3C traceparent (``None``: none, or a malformed one): continue the turn in
+    #: a span that is its child, and the pause, the answer and the continuation are one trace.
+    traceparent: str | None = None
 
 
 class ResumedTurns(Lifecycle):
@@ -217,7 +221,10 @@ class ResumedTurns(Lifecycle):
             ):
                 kind = "resumed" if isinstance(event, TurnResumed) else "expired"
                 self.metrics.delivered.labels(kind).inc()
-                yield Delivery(event, record.partition, record.offset)
+                trace = tracing.from_headers(getattr(record, "headers", None))
+                yield Delivery(
+                    event, record.partition, record.offset, None if trace is None else str(trace)
+                )
             elif not isinstance(event, PauseExpired):
                 self.skipped += 1
                 self.metrics.skipped.inc()

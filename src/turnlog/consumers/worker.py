@@ -57,6 +57,7 @@ from turnlog.kafka.lifecycle import Lifecycle
 from turnlog.kafka.partitioning import consumption_key, partition_for
 from turnlog.kafka.reader import BrokerOutage, LogReader, Record, close_consumer
 from turnlog.kafka.topics import TopicSet
+from turnlog.observability import tracing
 from turnlog.observability.metrics import worker_metrics
 from turnlog.projections.projector import StoreApplier
 from turnlog.projections.store import Store
@@ -406,12 +407,14 @@ class ResumeWorker(Lifecycle):
         began = time.monotonic()
         pending: dict[str, LedgerEntry] = {}
         outputs: list[Output] = []
+        headers: list[tracing.Headers | None] = []
         counts = WorkerStats()
         outcomes: list[tuple[Record, Handled]] = []
         now = self.clock()
         for record in records:
             handled = await self._handler.handle(record, pending, now)
             outputs.extend(handled.outputs)
+            headers.extend([self._trace(record)] * len(handled.outputs))
             outcomes.append((record, handled))
             if handled.resumed:
                 counts.resumed += 1
@@ -421,7 +424,7 @@ class ResumeWorker(Lifecycle):
                 counts.rejected += 1
                 reason = handled.refusal.reason.value
                 counts.rejected_by_reason[reason] = counts.rejected_by_reason.get(reason, 0) + 1
-        if not await self._commit(tp.partition, outputs, {tp: records[-1].offset + 1}):
+        if not await self._commit(tp.partition, outputs, {tp: records[-1].offset + 1}, headers):
             self._put_back(tp, records[0].offset)
             return
         # Committed: only now does the store learn of the consumptions.
@@ -435,6 +438,13 @@ class ResumeWorker(Lifecycle):
         for record, handled in outcomes:
             self._report(record, handled, committed_at)
         self.metrics.batch_duration.observe(time.monotonic() - began)
+
+    @staticmethod
+    def _trace(record: Record) -> tracing.Headers | None:
+        """The answer's outputs continue its trace: a child of the record's ``traceparent``
+        (none when it has none, or a malformed one -- ignored, never a refusal)."""
+        parent = tracing.from_headers(getattr(record, "headers", None))
+        return None if parent is None else tracing.child_of(parent).header()
 
     def _report(self, record: Record, handled: Handled, committed_at: float) -> None:
         """One committed answer: its counter, its latency, its INFO line (never the token)."""
@@ -466,17 +476,28 @@ class ResumeWorker(Lifecycle):
         )  # fmt: skip
 
     async def _commit(
-        self, partition: int, outputs: list[Output], offsets: dict[TopicPartition, int]
+        self,
+        partition: int,
+        outputs: list[Output],
+        offsets: dict[TopicPartition, int],
+        headers: Sequence[tracing.Headers | None] = (),
     ) -> bool:
         """Write ``outputs`` (and the input ``offsets``) in one transaction of the partition's
-        producer. False: nothing of it happened -- aborted, or fenced by a newer owner."""
+        producer; ``headers[i]``, where given, are the record headers of ``outputs[i]``.
+        False: nothing of it happened -- aborted, or fenced by a newer owner."""
         producer = self._owners.producer(partition)
         began = time.monotonic()
         try:
             await producer.begin_transaction()
             sent = [
-                await producer.send(topic, value, key=key, partition=partition)
-                for topic, key, value in outputs
+                await producer.send(
+                    topic,
+                    value,
+                    key=key,
+                    partition=partition,
+                    headers=headers[i] if i < len(headers) else None,
+                )
+                for i, (topic, key, value) in enumerate(outputs)
             ]
             # aiokafka commits even if one of the transaction's records failed to be written;
             # all or nothing means waiting for every delivery and aborting on any failure.

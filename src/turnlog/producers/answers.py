@@ -47,6 +47,7 @@ from turnlog.kafka.outage import (
 )
 from turnlog.kafka.partitioning import answer_key, partition_for
 from turnlog.kafka.topics import TopicSet
+from turnlog.observability import tracing
 from turnlog.settings import Settings
 from turnlog.tokens import TokenVerifier, peek_claims
 from turnlog.wire.codec import encode
@@ -59,6 +60,8 @@ class PublishedAnswer:
     answer: AnswerSubmitted
     partition: int
     offset: int
+    #: The W3C traceparent on the answer record (a child of the one it was given).
+    traceparent: str | None = None
 
     @property
     def answer_id(self) -> str:
@@ -207,8 +210,13 @@ class AnswerPublisher(Lifecycle):
         run_id: str | None,
         call_id: str | None,
         answer_id: str | None = None,
+        traceparent: str | tracing.TraceParent | None = None,
     ) -> PublishedAnswer:
-        """Check, then publish; a refusal raises :class:`Refused` and nothing is written."""
+        """Check, then publish; a refusal raises :class:`Refused` and nothing is written.
+
+        ``traceparent`` is the pause's (``RecordedPause.traceparent``): the answer record's
+        header is a child of it, so the answer joins the pause's trace.
+        """
         answer = self.build(
             token,
             response,
@@ -219,14 +227,20 @@ class AnswerPublisher(Lifecycle):
             answer_id=answer_id,
         )
         self.precheck(answer)
-        return await self.publish_unchecked(answer)
+        return await self.publish_unchecked(answer, traceparent=traceparent)
 
-    async def publish_unchecked(self, answer: AnswerSubmitted) -> PublishedAnswer:
+    async def publish_unchecked(
+        self, answer: AnswerSubmitted, *, traceparent: str | tracing.TraceParent | None = None
+    ) -> PublishedAnswer:
         """Publish without the pre-check (tools and tests; the worker still decides).
 
         Retried while the broker is unreachable: the same key and answer id each time, so a
         send that did reach the log before its acknowledgement was lost is the same fact.
+        The record's ``traceparent`` header is a child of ``traceparent`` (a malformed one is
+        ignored), else the current OpenTelemetry span's, else a new trace's.
         """
+        parent = tracing.parse(traceparent)
+        trace = tracing.child_of(parent) if parent is not None else tracing.start()
         # An unreadable token still has to go somewhere for the worker to refuse it by name.
         thread = answer.thread_id or "-"
         key = answer_key(thread, answer.answer_id)
@@ -237,7 +251,7 @@ class AnswerPublisher(Lifecycle):
             partition = partition_for(thread, partitions)
             try:
                 metadata = await producer.send_and_wait(
-                    self.topics.answers, value, key=key, partition=partition
+                    self.topics.answers, value, key=key, partition=partition, headers=trace.header()
                 )
             except asyncio.CancelledError:
                 await self._discard(producer)  # timed out: the broker is gone, or too slow
@@ -249,7 +263,7 @@ class AnswerPublisher(Lifecycle):
                     # Another send's outage replaced the producer under this one: retry too.
                     raise KafkaConnectionError(f"the producer was restarted: {exc}") from exc
                 raise
-            return PublishedAnswer(answer, partition, metadata.offset)
+            return PublishedAnswer(answer, partition, metadata.offset, str(trace))
 
         return await ride_out(
             attempt, settings=self.settings, who="publisher", timeout=attempt_timeout(self.settings)

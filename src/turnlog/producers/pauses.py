@@ -52,6 +52,7 @@ from turnlog.kafka.outage import (
 )
 from turnlog.kafka.partitioning import check_thread_id, partition_for, pause_key
 from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics
+from turnlog.observability import tracing
 from turnlog.settings import Settings
 from turnlog.tokens import PauseClaims, TokenIssuer
 from turnlog.wire.codec import encode
@@ -176,6 +177,8 @@ class RecordedPause:
     pause: PauseRecorded
     partition: int
     offset: int
+    #: The W3C traceparent on the pause record: hand it on with the token (one trace).
+    traceparent: str | None = None
 
     @property
     def token_id(self) -> str:
@@ -360,11 +363,14 @@ class PauseRecorder:
         request_json: str,
         interaction: str | None = None,
         ttl: timedelta | None = None,
+        traceparent: str | tracing.TraceParent | None = None,
     ) -> RecordedPause:
-        """Check the pause, write it, wait for its commit, and return its signed token."""
+        """Check the pause, write it, wait for its commit, and return its signed token. Its
+        ``traceparent`` header is the one given, else the current OpenTelemetry span's, else new."""
         pause, key, value = self.prepare(
             checkpoint, request_json=request_json, interaction=interaction, ttl=ttl
         )
+        trace = tracing.start(traceparent)
 
         async def attempt() -> tuple[int, int]:
             producer, partitions = await self._open()
@@ -373,7 +379,9 @@ class PauseRecorder:
             # a broker that may be gone. A failed transaction is left to the next producer.
             try:
                 await producer.begin_transaction()
-                sent = await producer.send(self.topics.pauses, value, key=key, partition=partition)
+                sent = await producer.send(
+                    self.topics.pauses, value, key=key, partition=partition, headers=trace.header()
+                )
                 # Awaited before the commit: a commit does not wait for a failed delivery.
                 metadata = await sent
                 await producer.commit_transaction()
@@ -389,4 +397,4 @@ class PauseRecorder:
             timeout=attempt_timeout(self.settings),
         )
         claims = PauseClaims.for_pause(pause, pause_partition=partition, pause_offset=offset)
-        return RecordedPause(self._issuer.issue(claims), pause, partition, offset)
+        return RecordedPause(self._issuer.issue(claims), pause, partition, offset, str(trace))
