@@ -32,7 +32,7 @@ from turnlog.settings import Settings
 
 
 def _kafka_script() -> Path:
-    script = Path(__file__).resolve().parents[2] / "compose" / "kafka-local" / "kafka.sh"
+    script = Path(__file__).resolve().parents[3] / "compose" / "kafka-local" / "kafka.sh"
     if not script.exists():
         raise fail(
             "the local broker script ships with the source checkout (compose/kafka-local); "
