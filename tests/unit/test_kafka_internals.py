@@ -11,6 +11,7 @@ import inspect
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.cluster import ClusterMetadata
 from aiokafka.consumer.fetcher import Fetcher
+from aiokafka.protocol.metadata import MetadataRequest
 
 from turnlog.kafka.internals import died_of_fence
 
@@ -22,13 +23,14 @@ async def test_a_consumer_has_the_client_and_fetcher_used() -> None:
     assert inspect.iscoroutinefunction(client.close)
     # The fetcher exists only once started; its class is what close_after_cancelled_stop reads.
     assert "_pending_tasks" in inspect.getsource(Fetcher.__init__)
-    # What topic_unauthorized uses: a metadata request into a scratch ClusterMetadata, whose
-    # authorization failures land in a set of topic names.
-    assert "unauthorized_topics" in inspect.getsource(ClusterMetadata.update_metadata)
-    assert list(inspect.signature(client._metadata_update).parameters) == [
-        "cluster_metadata",
-        "topics",
-    ]
+    # What topic_unauthorized uses: a node to ask, send, and a metadata request that can turn
+    # auto-creation off; a response's topics are (error_code, name, ...) from version 1 on.
+    assert callable(client.get_random_node)
+    assert inspect.iscoroutinefunction(client.send)
+    assert "allow_auto_topic_creation" in inspect.signature(MetadataRequest).parameters
+    assert "error_code, topic, is_internal, partitions = topic_data" in inspect.getsource(
+        ClusterMetadata.update_metadata
+    )
     await consumer.stop()
 
 

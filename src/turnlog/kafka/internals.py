@@ -25,8 +25,10 @@ import inspect
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.cluster import ClusterMetadata
 from aiokafka.errors import KafkaConnectionError, ProducerFenced
+from aiokafka.protocol.metadata import MetadataRequest
+
+_TOPIC_AUTHORIZATION_FAILED = 29
 
 
 async def refresh_metadata(consumer: AIOKafkaConsumer) -> bool:
@@ -49,12 +51,18 @@ async def close_after_cancelled_stop(consumer: AIOKafkaConsumer) -> None:
 async def topic_unauthorized(consumer: AIOKafkaConsumer, topic: str) -> bool:
     """Whether the broker refuses this principal any metadata of ``topic``. A metadata request
     for all topics leaves such a topic out, and aiokafka then reports it as merely absent, so a
-    caller waiting for its partitions would wait for nothing: this asks for the topic by name
-    (into a scratch ``ClusterMetadata``, leaving the consumer's own untouched)."""
+    caller waiting for its partitions would wait for nothing: this asks for the topic by name,
+    with auto-creation off (aiokafka's own requests allow it: on a cluster with
+    ``auto.create.topics.enable`` the question would create the topic with the broker's default
+    partition count), and leaves the consumer's metadata untouched."""
     client: Any = consumer._client
-    probe = ClusterMetadata()
-    await client._metadata_update(probe, [topic])
-    return topic in probe.unauthorized_topics
+    node = client.get_random_node()
+    if node is None:
+        return False
+    response: Any = await client.send(
+        node, MetadataRequest([topic], allow_auto_topic_creation=False)
+    )
+    return any(t[0] == _TOPIC_AUTHORIZATION_FAILED and t[1] == topic for t in response.topics)
 
 
 def died_of_fence(producer: AIOKafkaProducer) -> bool:
