@@ -37,6 +37,7 @@ from turnlog.kafka.internals import (
     refresh_metadata,
     topic_unauthorized,
 )
+from turnlog.kafka.lifecycle import Lifecycle
 
 #: What an unreachable broker raises from a client call (retried through an outage), as
 #: opposed to a refusal or a bug. ``TimeoutError`` is a call that did not finish in time.
@@ -156,7 +157,7 @@ class Record(Protocol):
 ApplyBatch = Callable[[Sequence[Record]], Awaitable[None]]
 
 
-class LogReader:
+class LogReader(Lifecycle):
     def __init__(
         self,
         bootstrap_servers: clients.Target,
@@ -197,13 +198,6 @@ class LogReader:
     async def reachable(self, timeout: float = 10.0) -> bool:
         """Whether the broker answers a metadata request within ``timeout`` (the outage probe)."""
         return await broker_reachable(self._consumer, timeout)
-
-    async def __aenter__(self) -> LogReader:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     async def partitions_of(self, topic: str, timeout: float = 30.0) -> list[int]:
         loop = asyncio.get_running_loop()
