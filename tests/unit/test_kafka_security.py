@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import ssl
 import subprocess
@@ -273,3 +274,16 @@ def test_acls_per_role_are_least_privilege() -> None:
     assert ("READ", "GROUP", "app.resumed") in {
         (a.operation, a.resource_type, a.name) for a in roles["reader"]
     }
+
+
+def test_sasl_handshake_bytes_never_reach_a_log_line(caplog: pytest.LogCaptureFixture) -> None:
+    from aiokafka.protocol.admin import SaslAuthenticateRequest, SaslAuthenticateRequest_v1
+
+    # What aiokafka's connection logs: the request as built for the wire (PLAIN: in clear).
+    plain = SaslAuthenticateRequest(f"\x00alice\x00{PASSWORD}".encode())
+    request = plain.build(SaslAuthenticateRequest_v1)
+    assert PASSWORD in repr(request)
+    with caplog.at_level(logging.DEBUG, logger="aiokafka.conn"):
+        logging.getLogger("aiokafka.conn").debug("Request to %s:%d %d: %s", "h", 1, 2, request)
+    assert PASSWORD not in caplog.text
+    assert "sasl_auth_bytes=[redacted]" in caplog.text
