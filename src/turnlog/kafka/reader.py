@@ -207,9 +207,18 @@ class LogReader(Lifecycle):
             found = self._consumer.partitions_for_topic(topic)
             if found:
                 return sorted(found)
-            if not asked and await topic_unauthorized(self._consumer, topic):
-                raise TopicAuthorizationFailedError(topic)
-            asked = True
+            if not asked:
+                # Asked once; a broker that cannot answer now leaves it to the wait below.
+                try:
+                    denied = await asyncio.wait_for(
+                        topic_unauthorized(self._consumer, topic),
+                        max(0.1, min(5.0, deadline - loop.time())),
+                    )
+                    asked = True
+                except (KafkaError, OSError, TimeoutError):
+                    denied = False
+                if denied:
+                    raise TopicAuthorizationFailedError(topic)
             if loop.time() > deadline:
                 raise BrokerUnavailable(f"no metadata for topic {topic} after {timeout:.0f}s")
             await refresh_metadata(self._consumer)
