@@ -125,6 +125,21 @@ async def test_the_whole_flow_with_least_privilege_acls(
         assert "as publisher" in lines[0]
         assert broker.passwords["publisher"] not in done.stderr + done.stdout
 
+    # A wrong password is said at once (exit 5), not waited out as an unreachable broker.
+    wrong = tmp_path / "wrong.properties"
+    wrong.write_text(props.read_text().replace(broker.passwords["publisher"], "not-the-password"))
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "turnlog", "--kafka-config", str(wrong), "pending"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 5, (done.stdout, done.stderr)
+    assert done.stderr.startswith("error: not authorized: SaslAuthenticationFailed")
+    assert len(done.stderr.strip().splitlines()) == 1
+
     # Nor write a resumed turn: the broker refuses the record.
     producer = clients.producer(as_("publisher"), client_id="not-a-worker")
     await producer.start()

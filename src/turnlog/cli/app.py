@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from turnlog.errors import BrokerUnavailable, PauseInvalid, SettingError, TurnlogError
+from turnlog.kafka.clients import check_credentials
 from turnlog.kafka.reader import NOT_AUTHORIZED
 from turnlog.settings import Settings
 
@@ -204,8 +205,14 @@ def run_async(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
         ctx = next((a for a in (*args, *kwargs.values()) if hasattr(a, "find_root")), None)
         current = run_state(ctx) if ctx is not None else State()
         _apply_broker_timeout(current, kwargs.get("broker_timeout"))
+
+        async def checked() -> T:
+            # A refused SASL login is said at once, not waited out as an outage.
+            await check_credentials(current.settings)
+            return await fn(*args, **kwargs)
+
         try:
-            return asyncio.run(fn(*args, **kwargs))
+            return asyncio.run(checked())
         except typer.Exit:
             raise
         except (KeyboardInterrupt, asyncio.CancelledError, Interrupted):

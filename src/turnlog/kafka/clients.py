@@ -9,6 +9,7 @@ string (PLAINTEXT: the tests' and the local broker's case).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import ssl
@@ -16,6 +17,8 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.conn import create_conn
+from aiokafka.errors import AuthenticationFailedError, KafkaError, SaslAuthenticationFailed
 from aiokafka.helpers import create_ssl_context
 
 from turnlog.errors import SettingError
@@ -118,3 +121,37 @@ def consumer(
 def admin(target: Target, *, client_id: str = "turnlog-admin", **kw: Any) -> AIOKafkaAdminClient:
     kw.setdefault("request_timeout_ms", 15000)
     return AIOKafkaAdminClient(**client_options(target, client_id), **kw)
+
+
+async def check_credentials(target: Target, timeout: float = 10.0) -> None:
+    """Raise aiokafka's ``SaslAuthenticationFailed`` when the broker refuses the credentials.
+
+    aiokafka's clients report a refused SASL handshake only as a bootstrap that failed
+    ("Unable to bootstrap", the cause logged and dropped), which reads as an outage and is
+    waited out for the whole budget. One direct connection to the first bootstrap server says
+    which it is; anything but a refusal (the broker is down, slow) is left to the clients.
+    """
+    conn = connection(target)
+    sec = conn.security
+    if not sec.protocol.startswith("SASL_"):
+        return
+    host, _, port = conn.bootstrap_servers.split(",")[0].strip().rpartition(":")
+    options = client_options(conn, "turnlog-credentials")
+    for name in ("bootstrap_servers", "client_id"):
+        options.pop(name)
+    try:
+        made = await asyncio.wait_for(
+            create_conn(
+                host.strip("[]") or "localhost",
+                int(port or 9092),
+                client_id="turnlog-credentials",
+                request_timeout_ms=int(timeout * 1000),
+                **options,
+            ),
+            timeout,
+        )
+    except (SaslAuthenticationFailed, AuthenticationFailedError):
+        raise
+    except (KafkaError, OSError, TimeoutError, ValueError):
+        return
+    made.close()
