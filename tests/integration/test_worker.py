@@ -14,6 +14,7 @@ each case only reads its own thread's events); every other test has its own topi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import io
@@ -24,6 +25,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from unittest import mock
 
 import avro.io
 import avro.schema
@@ -56,6 +58,7 @@ from turnlog.contracts.events import (
 from turnlog.contracts.messages import NOT_DISPATCHED
 from turnlog.contracts.refusals import RefusalReason
 from turnlog.kafka.partitioning import answer_key
+from turnlog.producers import pauses as pauses_module
 from turnlog.producers.answers import AnswerPublisher
 from turnlog.producers.pauses import PauseRecorder, RecordedPause
 from turnlog.tokens import Keyring, PauseClaims, TokenIssuer, generate_ed25519
@@ -355,7 +358,12 @@ async def test_refusal_is_written_by_name_and_leaves_the_pause_resumable(
 ) -> None:
     case = CASES[case_id]
     cp = case.checkpoint(f"refuse-{case_id}-{uuid.uuid4().hex[:6]}")
-    pause = await bench.recorder.record(cp, request_json=REQUEST)
+    with contextlib.ExitStack() as stack:
+        if not case.resumable:
+            # The recorder refuses such a pause itself; the worker must still refuse answers to
+            # one written by a client that skips the check.
+            stack.enter_context(mock.patch.object(pauses_module, "check_asking_round"))
+        pause = await bench.recorder.record(cp, request_json=REQUEST)
     bad = case.build(bench, pause)
     await bench.publisher.publish_unchecked(bad)
 

@@ -6,6 +6,7 @@ would ever connect: a refusal that took a broker round trip would show up as a t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -38,6 +39,17 @@ async def test_a_window_under_one_second_is_refused(
             sample_checkpoint("t-ttl"), request_json=REQUEST, ttl=timedelta(seconds=seconds)
         )
     assert refused.value.field == "ttl"
+
+
+async def test_a_pause_whose_messages_reserve_no_asking_round_is_refused(
+    recorder: PauseRecorder,
+) -> None:
+    """An answer to it would be refused ``asking_round_missing`` forever: no token for it."""
+    cp = sample_checkpoint("t-no-round")
+    no_round = dataclasses.replace(cp, messages=cp.messages[:2])
+    with pytest.raises(PauseInvalid) as refused:
+        await recorder.record(no_round, request_json=REQUEST)
+    assert refused.value.field == "messages" and "asking_round_missing" in str(refused.value)
 
 
 async def test_an_unknown_interaction_is_refused_by_name(recorder: PauseRecorder) -> None:

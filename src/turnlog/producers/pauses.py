@@ -18,8 +18,9 @@ comes back, then :class:`~turnlog.errors.BrokerUnavailable`. A transaction that 
 outage is redone with the same pause (same token id and key: the same fact) on a producer with
 the same transactional id, whose start fences the old one and aborts its open transaction.
 
-The checks are kept beside the transaction they guard: they exist for the recorder's one promise
-(no pause without a token). Riding out the broker is :mod:`turnlog.kafka.outage`'s.
+It is one module, at the usual length limit, because the checks are kept beside the transaction
+they guard: they exist for the recorder's one promise (no pause without a token). Riding out the
+broker is :mod:`turnlog.kafka.outage`'s.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from turnlog.contracts.checkpoint import TURN_STATE_VERSION, TurnCheckpoint
 from turnlog.contracts.events import PauseRecorded
 from turnlog.contracts.interactions import InteractionRegistry, default_interactions
 from turnlog.contracts.messages import normalize_message
+from turnlog.contracts.refusals import Refused
+from turnlog.contracts.rehydration import rehydrate
 from turnlog.contracts.resume import request_hash
 from turnlog.errors import PauseInvalid, TurnlogError
 from turnlog.kafka import clients
@@ -109,6 +112,17 @@ def check_checkpoint(checkpoint: TurnCheckpoint) -> None:
         raise PauseInvalid(
             "tool_call_id", "a pause must name the call it stopped: tool_call_id or interrupt_id"
         )
+    check_asking_round(checkpoint)
+
+
+def check_asking_round(checkpoint: TurnCheckpoint) -> None:
+    """Refuse a pause no answer could ever resume: the worker rebuilds the turn with this same
+    rule (step 5), so a checkpoint whose messages reserve no round for the paused call would
+    be refused ``asking_round_missing`` at every answer, until it expired."""
+    try:
+        rehydrate(checkpoint, checkpoint.tool_call_id or checkpoint.interrupt_id, "")
+    except Refused as refused:
+        raise PauseInvalid("messages", f"{refused.reason.value}: {refused.detail}") from None
 
 
 def read_checkpoint(raw: str | bytes) -> TurnCheckpoint:
