@@ -125,3 +125,17 @@ async def test_project_is_ready_once_caught_up_and_serves_its_metrics(
     assert applied >= 1
     lag = [v for (n, _), v in got.items() if n == "turnlog_projector_lag"]
     assert lag and set(lag) == {0.0}
+    # The one pause is waiting for a person, since moments ago.
+    assert got[("turnlog_pending_pauses", ())] == 1
+    assert 0 <= got[("turnlog_oldest_pending_pause_age_seconds", ())] < 600
+
+
+@pytest.mark.parametrize("verb", [("tail", "resumed", "--max", "0"), ("demo",)])
+def test_every_long_running_verb_takes_the_log_flags(cli: Cli, verb: tuple[str, ...]) -> None:
+    """tail and demo take --log-level/--log-format like worker and project; a bad value is one
+    line naming the flag (exit 2), before anything runs."""
+    bad = cli(*verb, "--log-level", "loud", check=2)
+    assert "--log-level" in bad.stderr and "Traceback" not in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    wrong = cli(*verb, "--log-format", "xml", check=2)
+    assert "--log-format" in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1

@@ -32,6 +32,8 @@ EXPECTED = {
     "turnlog_projector_records_skipped": ("counter", set()),
     "turnlog_projector_lag": ("gauge", {"topic", "partition"}),
     "turnlog_projector_caught_up": ("gauge", set()),
+    "turnlog_pending_pauses": ("gauge", set()),
+    "turnlog_oldest_pending_pause_age_seconds": ("gauge", set()),
     "turnlog_resumed_turns_delivered": ("counter", {"kind"}),
     "turnlog_resumed_turns_skipped": ("counter", set()),
     "turnlog_resumed_turns_commit_refusals": ("counter", set()),

@@ -194,8 +194,14 @@ async def replay(
 
 @app.command("demo")
 @run_async
-async def demo(ctx: typer.Context, broker_timeout: BrokerTimeoutOpt = None) -> None:
+async def demo(
+    ctx: typer.Context,
+    broker_timeout: BrokerTimeoutOpt = None,
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
+) -> None:
     """Pause → answer → resume on the local broker, with the refusals and a rebuild."""
+    setup_logs(ctx, log_level, log_format)
     from turnlog.cli.demo import run_demo
 
     await run_demo(run_state(ctx).settings, out)

@@ -24,6 +24,7 @@ from turnlog.cli.app import (
     run_state,
 )
 from turnlog.cli.common import caught_up, freshness, open_for_reading
+from turnlog.projections.pending import pending_summary
 
 
 @app.command("status")
@@ -34,11 +35,9 @@ async def status(
     """Per answers partition the worker group's committed offset, end and lag; pending pauses
     and the oldest; which worker owns what."""
     from turnlog.clock import utc_now
-    from turnlog.contracts.events import PauseRecorded
     from turnlog.kafka.groups import group_status
     from turnlog.kafka.outage import ride_out
     from turnlog.kafka.topics import TopicSet
-    from turnlog.wire.codec import decode
 
     settings = run_state(ctx).settings
     topics = TopicSet.from_settings(settings)
@@ -51,23 +50,17 @@ async def status(
     with open_for_reading(settings) as (store, writer):
         if writer:
             await caught_up(store, settings)
-        waiting = list(store.pending(int(now.timestamp() * 1000)))
-        oldest: dict[str, Any] | None = None
-        for pause in waiting:
-            info = store.pause_for_token(pause.token_id)
-            if info is None:
-                continue
-            recorded = decode(info.value, PauseRecorded)
-            # occurred_at has whole seconds (it is the token's iat); the checkpoint's own time
-            # orders pauses made within one second.
-            at = (recorded.occurred_at, recorded.checkpoint.created_at)
-            if oldest is None or at < oldest["at"]:
-                oldest = {"thread_id": pause.thread_id, "token_id": pause.token_id, "at": at}
+        summary = pending_summary(store, now)
         fresh = freshness(store)
-    if oldest is not None:
-        paused_at = oldest.pop("at")[0]
-        oldest["age_seconds"] = round((now - paused_at).total_seconds(), 1)
-        oldest["paused_at"] = paused_at.isoformat()
+    oldest: dict[str, Any] | None = None
+    if summary.oldest is not None:
+        paused_at = summary.oldest.paused_at
+        oldest = {
+            "thread_id": summary.oldest.thread_id,
+            "token_id": summary.oldest.token_id,
+            "age_seconds": round((now - paused_at).total_seconds(), 1),
+            "paused_at": paused_at.isoformat(),
+        }
     report = {
         "group": group.group,
         "group_state": group.state,
@@ -77,7 +70,7 @@ async def status(
             for p in group.partitions
         ],
         "answered_not_resumed": group.lag,
-        "pending": len(waiting),
+        "pending": summary.count,
         "oldest_pending": oldest,
         "members": [
             {
@@ -103,7 +96,7 @@ async def status(
     out.print(table)
     out.print(f"group {group.group} ({group.state}), {len(group.members)} member(s)")
     out.print(f"answered, not yet resumed: {group.lag}")
-    out.print(f"pending (waiting for a person): {len(waiting)}")
+    out.print(f"pending (waiting for a person): {summary.count}")
     if oldest is not None:
         age = oldest["age_seconds"]
         out.print(f"oldest pending: thread {oldest['thread_id']}, paused {age:.0f}s ago")

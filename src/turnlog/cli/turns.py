@@ -25,6 +25,7 @@ from turnlog.cli.app import (
     run_state,
 )
 from turnlog.cli.common import caught_up, freshness, issuer, open_for_reading, verifier
+from turnlog.cli.observe import LogFormatOpt, LogLevelOpt, setup_logs
 from turnlog.errors import PauseInvalid
 
 
@@ -300,8 +301,11 @@ async def tail(
     idle: Annotated[float | None, typer.Option(help="Stop after N idle seconds.")] = None,
     as_json: JsonOpt = False,
     broker_timeout: BrokerTimeoutOpt = None,
+    log_level: LogLevelOpt = None,
+    log_format: LogFormatOpt = None,
 ) -> None:
     """Print records of the resumed or rejections stream (read_committed)."""
+    setup_logs(ctx, log_level, log_format)
     from turnlog.errors import DecodeError
     from turnlog.kafka import clients
     from turnlog.kafka.outage import ride_out

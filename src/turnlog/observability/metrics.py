@@ -134,6 +134,16 @@ class ProjectorMetrics:
             "1 once the projector reached the ends of its topics at start, else 0.",
             registry=registry,
         )
+        self.pending = Gauge(
+            "turnlog_pending_pauses",
+            "Pauses waiting for a person (unspent, window open), as of the last report.",
+            registry=registry,
+        )
+        self.oldest_pending_age = Gauge(
+            "turnlog_oldest_pending_pause_age_seconds",
+            "How long the oldest pending pause has waited (0 when none), as of the last report.",
+            registry=registry,
+        )
 
 
 class ResumedTurnsMetrics:

@@ -39,6 +39,7 @@ from turnlog.kafka.partitioning import split_key
 from turnlog.kafka.reader import BROKER_TROUBLE, BrokerOutage, LogReader, Record
 from turnlog.kafka.topics import TopicSet
 from turnlog.observability.metrics import projector_metrics
+from turnlog.projections.pending import report_pending
 from turnlog.projections.store import Batch, Store
 from turnlog.settings import Settings
 from turnlog.wire.codec import decode
@@ -265,6 +266,7 @@ class CheckpointProjector(Lifecycle):
             if not behind:
                 self.ready = True
                 self.metrics.caught_up.set(1)
+                report_pending(self.metrics, self.applier.store)
                 return total
             if loop.time() > deadline:
                 raise BrokerUnavailable(
@@ -297,6 +299,7 @@ class CheckpointProjector(Lifecycle):
                 self._lag_at = now
                 ends = await self._broker(self._reader.end_offsets)
                 self._report_lag(ends, {tp: await self._position(tp) for tp in ends})
+                report_pending(self.metrics, self.applier.store)
 
     def _apply(self, records: Sequence[Record]) -> None:
         skipped = self.applier.stats.skipped
