@@ -15,6 +15,7 @@ import dataclasses
 import logging
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka.errors import ProducerFenced
@@ -180,9 +181,11 @@ async def test_records_fetched_while_a_partition_is_taken_are_handled_once(
             )
             restore = worker._restore
 
-            async def slow_restore(partitions: list[int], timeout: float = 300.0) -> int:
+            async def slow_restore(
+                partitions: list[int], timeout: float = 300.0, **options: Any
+            ) -> int:
                 await asyncio.sleep(2.0)  # the slow take, not a wait for a condition
-                return await restore(partitions, timeout)
+                return await restore(partitions, timeout, **options)
 
             worker._restore = slow_restore  # type: ignore[method-assign]
             task = asyncio.create_task(worker.run())
