@@ -184,6 +184,10 @@ start_node() { # NAME CLIENT_PORT CLUSTER_ID
     log "$name already running (pid $(cat "$dir/kafka.pid")) on $host:$cport"
     return 0
   fi
+  # A node killed a moment ago may still hold its port until its process is reaped: give it
+  # a few seconds before calling the port someone else's.
+  local freed=$((SECONDS + 15))
+  while port_open "$cport" && [ $SECONDS -lt $freed ]; do sleep 0.3; done
   if port_open "$cport"; then
     log "port $cport on $host is taken by another process; set KAFKA_LOCAL_PORT or stop it"
     exit 1
