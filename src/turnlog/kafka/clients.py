@@ -112,6 +112,17 @@ def producer(target: Target, *, client_id: str = "turnlog-producer", **kw: Any) 
     return AIOKafkaProducer(**client_options(target, client_id), **kw)
 
 
+async def started(producer: AIOKafkaProducer, topic: str) -> int:
+    """Start ``producer`` and return ``topic``'s partition count; a start that fails half-way
+    stops what it opened (the producers partition by hand, so they need the count first)."""
+    try:
+        await producer.start()
+        return len(await producer.partitions_for(topic))
+    except BaseException:
+        await producer.stop()
+        raise
+
+
 def consumer(
     target: Target, *topics: str, client_id: str = "turnlog-consumer", **kw: Any
 ) -> AIOKafkaConsumer:

@@ -106,12 +106,7 @@ class AnswerPublisher(Lifecycle):
                 client_id="turnlog-answer-publisher",
                 request_timeout_ms=request_timeout_ms(self.settings),
             )
-            try:
-                await producer.start()
-                partitions = len(await producer.partitions_for(self.topics.answers))
-            except BaseException:
-                await producer.stop()
-                raise
+            partitions = await clients.started(producer, self.topics.answers)
             self._producer, self._partitions = producer, partitions
             return producer, partitions
 

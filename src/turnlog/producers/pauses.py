@@ -269,12 +269,7 @@ class PauseRecorder:
                 client_id="turnlog-pause-recorder",
                 request_timeout_ms=request_timeout_ms(self.settings),
             )
-            try:
-                await producer.start()
-                partitions = len(await producer.partitions_for(self.topics.pauses))
-            except BaseException:
-                await producer.stop()
-                raise
+            partitions = await clients.started(producer, self.topics.pauses)
             self._producer, self._partitions = producer, partitions
             return producer, partitions
 
