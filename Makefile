@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 KAFKA := compose/kafka-local/kafka.sh
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint unit integration bench broker-up broker-down broker-status clean
+.PHONY: test demo inbox-demo docs docs-serve chromium lint unit integration bench broker-up broker-down broker-status clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,15 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
+DOCS_STAMP := $(VENV)/.installed-docs
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install -q -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+# The browser tests drive Debian's Chromium (Playwright's own browser download is not used).
+chromium:
+	@bash scripts/ensure-chromium.sh
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
@@ -26,7 +35,7 @@ lint: $(STAMP)
 
 # Starts the local broker unless TURNLOG_BOOTSTRAP_SERVERS names one, and stops it afterwards
 # only if this run started it.
-test: $(STAMP) lint
+test: $(STAMP) lint chromium
 	@bash scripts/with-broker.sh $(BIN)/pytest tests
 
 unit: $(STAMP)
@@ -34,6 +43,17 @@ unit: $(STAMP)
 
 demo: $(STAMP)
 	@bash scripts/with-broker.sh $(BIN)/turnlog demo
+
+# Leaves a local inbox running (a few paused turns on the local broker) until Ctrl-C.
+inbox-demo: $(STAMP)
+	@bash scripts/with-broker.sh $(BIN)/turnlog inbox --demo
+
+# The documentation site, warnings as errors (a broken link or a missing reference fails).
+docs: $(DOCS_STAMP)
+	$(BIN)/mkdocs build --strict --site-dir site
+
+docs-serve: $(DOCS_STAMP)
+	$(BIN)/mkdocs serve
 
 bench: $(STAMP)
 	@bash scripts/with-broker.sh $(BIN)/python -m bench
@@ -49,4 +69,4 @@ broker-status:
 
 clean:
 	$(KAFKA) stop || true
-	rm -rf .kafka/single .kafka/cluster3 .turnlog-state
+	rm -rf .kafka/single .kafka/cluster3 .turnlog-state site
