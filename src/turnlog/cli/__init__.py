@@ -10,5 +10,6 @@ from turnlog.cli import turns
 from turnlog.cli import services
 from turnlog.cli import admin
 from turnlog.cli import status
+from turnlog.cli import inbox
 
-__all__ = ["admin", "app", "main", "services", "status", "turns"]
+__all__ = ["admin", "app", "inbox", "main", "services", "status", "turns"]

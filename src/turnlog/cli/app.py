@@ -93,7 +93,7 @@ def run_state(ctx: typer.Context) -> State:
 
 #: Verbs that run until stopped: they show the one line when the broker goes and the one when
 #: it comes back. The others say it once, in their own error line, when the budget is spent.
-LONG_RUNNING = frozenset({"worker", "project", "tail", "demo"})
+LONG_RUNNING = frozenset({"worker", "project", "tail", "demo", "inbox"})
 
 
 #: The option each settings field is given by, for naming a bad value.

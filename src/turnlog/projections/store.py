@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, NamedTuple
@@ -242,6 +242,46 @@ class Store:
         return LedgerEntry(
             Outcome(entry["outcome"]), entry["answer_id"], entry.get("thread_id", "")
         )
+
+    def pause_values(self, token_ids: Sequence[str]) -> list[bytes | None]:
+        """The stored pause record behind each token (``None``: none), read with two RocksDB
+        multi-gets for the lot: the resume worker asks once per fetched batch of answers."""
+        if not token_ids:
+            return []
+        raws = self._family(layout.TOKENS).get([t.encode() for t in token_ids])
+        keys: list[bytes] = []
+        where: list[int] = []
+        for i, raw in enumerate(raws):
+            if raw is not None:
+                info = layout.load(bytes(raw))
+                keys.append(
+                    layout.checkpoint_key(
+                        info["thread_id"], info["sequence"], info["checkpoint_id"]
+                    )
+                )
+                where.append(i)
+        found: list[bytes | None] = [None] * len(token_ids)
+        if keys:
+            for i, value in zip(where, self._family(layout.CHECKPOINTS).get(keys), strict=True):
+                found[i] = None if value is None else bytes(value)
+        return found
+
+    def ledgers(self, token_ids: Sequence[str]) -> list[LedgerEntry | None]:
+        """:meth:`ledger` of each token, read with one RocksDB multi-get."""
+        if not token_ids:
+            return []
+        found: list[LedgerEntry | None] = []
+        for raw in self._family(layout.LEDGER).get([t.encode() for t in token_ids]):
+            if raw is None:
+                found.append(None)
+                continue
+            entry = layout.load(bytes(raw))
+            found.append(
+                LedgerEntry(
+                    Outcome(entry["outcome"]), entry["answer_id"], entry.get("thread_id", "")
+                )
+            )
+        return found
 
     def is_spent(self, token_id: str) -> bool:
         return self._get(layout.LEDGER, token_id.encode()) is not None

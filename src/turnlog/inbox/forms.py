@@ -1,0 +1,141 @@
+"""A submitted answer form into the interaction's response, and refusals into plain words.
+
+The form only ever carries the person's decision (choices, text, edited arguments, a reason):
+which pause it answers is the URL, and the four axes are the pause's own. Whatever a form could
+tamper with -- a choice the question never offered, a decision that is not one of the three --
+is refused here by name, before the library's own pre-check sees it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from turnlog.contracts import approvals
+from turnlog.contracts.approvals import APPROVE_TOOL_CALL
+from turnlog.contracts.interactions import ASK_USER
+from turnlog.contracts.refusals import RefusalReason
+from turnlog.inbox.views import PauseView
+
+#: The longest free text or reason accepted from a form (the answer size limit is the worker's;
+#: this keeps one field from filling it by accident).
+MAX_TEXT: Final = 10_000
+
+#: What a person reads for each refusal: a rule's name is for logs, not for the page.
+PLAIN_WORDS: Final[Mapping[str, str]] = {
+    RefusalReason.ALREADY_CONSUMED: "already answered",
+    RefusalReason.PAUSE_EXPIRED: "the pause expired before the answer arrived",
+    RefusalReason.TOKEN_EXPIRED: "the pause expired before the answer arrived",
+    RefusalReason.TOKEN_NOT_YET_VALID: "the pause is not open yet",
+    RefusalReason.RESPONSE_INVALID: "the answer does not fit what was asked",
+    RefusalReason.APPROVAL_MISMATCH: "the approval is for another call than the one paused",
+    RefusalReason.ANSWER_TOO_LARGE: "the answer is too long",
+    RefusalReason.NO_RECORDED_TURN_STATE: "the paused turn is no longer on record",
+    RefusalReason.INTERACTION_UNKNOWN: "this kind of question is not known to the worker",
+    RefusalReason.TOKEN_UNKNOWN_KEY: "the pause was signed by a key this deployment no longer has",
+}
+
+
+def plain_words(reason: str) -> str:
+    """The page's words for a refusal reason (a rule not listed reads as itself, spaced)."""
+    return PLAIN_WORDS.get(reason, "refused: " + reason.replace("_", " "))
+
+
+class FormProblem(ValueError):
+    """A form that does not make an answer; the message is shown beside the form."""
+
+
+Form = Mapping[str, Sequence[str]]
+
+
+def _one(form: Form, name: str) -> str:
+    values = form.get(name) or ()
+    if len(values) > 1:
+        raise FormProblem(f"the field {name!r} was sent more than once")
+    text = values[0] if values else ""
+    if len(text) > MAX_TEXT:
+        raise FormProblem(f"the field {name!r} is longer than {MAX_TEXT} characters")
+    return text
+
+
+def response_for(pause: PauseView, form: Form) -> Any:
+    """The response the form states for ``pause``'s interaction, or :class:`FormProblem`."""
+    if pause.interaction == ASK_USER and pause.questions:
+        return _ask_user(pause, form)
+    if pause.interaction == APPROVE_TOOL_CALL and pause.tool is not None:
+        return _approval(pause, form)
+    text = _one(form, "response").strip()
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise FormProblem(f"the response must be JSON: {exc}") from None
+
+
+def _ask_user(pause: PauseView, form: Form) -> Any:
+    answers = []
+    for number, question in enumerate(pause.questions):
+        chosen = list(form.get(f"q{number}") or ())
+        offered = {o.label for o in question.options}
+        unknown = [c for c in chosen if c not in offered]
+        if unknown:
+            raise FormProblem(f"question {number + 1} offers no choice {unknown[0]!r}")
+        if len(chosen) > 1 and not question.multi:
+            raise FormProblem(f"question {number + 1} takes one choice")
+        other = _one(form, f"other{number}").strip()
+        if not chosen and not other:
+            raise FormProblem(f"answer question {number + 1}: choose an option or write one")
+        answers.append({"selections": chosen, "other": other or None})
+    return {"answers": answers}
+
+
+def _approval(pause: PauseView, form: Form) -> Any:
+    tool, original = pause.tool or "", pause.arguments
+    decision = _one(form, "decision")
+    message = _one(form, "message").strip() or None
+    if decision == approvals.APPROVE:
+        return approvals.approve(tool, original, message=message)
+    if decision == approvals.REJECT:
+        if message is None:
+            raise FormProblem("say why you reject the call: the agent reads your reason")
+        return approvals.reject(tool, original, message)
+    if decision == approvals.EDIT:
+        edited = edited_arguments(_one(form, "arguments"), original)
+        return approvals.edit(tool, original, edited, message=message)
+    raise FormProblem("choose approve, edit or reject")
+
+
+def edited_arguments(text: str, original: Any) -> Any:
+    """The edited arguments, checked against the call they edit (a pause carries no schema of
+    the tool, so the call's own arguments stand for it): JSON; an object when the model's were
+    one, with no name the call did not have and each value of the same JSON type as before --
+    an edit changes values, it does not invent parameters or shapes the tool may not take."""
+    try:
+        edited = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise FormProblem(f"the edited arguments are not JSON: {exc}") from None
+    if isinstance(original, dict):
+        if not isinstance(edited, dict):
+            raise FormProblem("the edited arguments must be a JSON object, like the call's")
+        extra = sorted(set(edited) - set(original))
+        if extra:
+            raise FormProblem(f"the call has no argument {extra[0]!r}")
+        for name, value in edited.items():
+            was, now = _json_type(original[name]), _json_type(value)
+            if original[name] is not None and was != now:
+                raise FormProblem(f"the argument {name!r} must stay {was}, got {now}")
+    return edited
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return "null"

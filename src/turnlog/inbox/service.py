@@ -1,0 +1,241 @@
+"""What the inbox does, without HTTP: follow the projection, answer a pause, watch the outcome.
+
+The store is the projection's, opened as a RocksDB secondary and caught up a few times a second,
+so the inbox runs beside the projector that writes it. Each catch-up that changes what is
+pending (a pause recorded, a token spent, a window closed) bumps :attr:`InboxService.version`,
+which the pages' live streams wait on.
+
+An answer goes through the library's own path: :meth:`Turnlog.answer` checks the token, the four
+axes against it and the response against the interaction's schema before anything reaches Kafka.
+The inbox holds no pause token (the store does not keep them); it signs the pause's token again
+from the recorded pause -- the same claims, the same token id and window -- with the
+deployment's signing key, on the server, so a token never reaches a browser. The axes are the
+pause's own (:meth:`Axes.of_pause`), never anything a form says.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from turnlog.api import Turnlog
+from turnlog.clock import utc_now
+from turnlog.consumers.outcomes import AnswerOutcome
+from turnlog.contracts.axes import Axes
+from turnlog.contracts.refusals import RefusalReason, Refused
+from turnlog.errors import StoreError
+from turnlog.inbox.auth import Viewer
+from turnlog.inbox.forms import Form, plain_words, response_for
+from turnlog.inbox.views import ANSWERED, PENDING, PauseView, pause_view
+from turnlog.projections.store import Store
+from turnlog.tokens import PauseClaims, TokenIssuer
+
+log = logging.getLogger(__name__)
+
+#: Refusals after which the same pause may not be tried again from this inbox.
+_FINAL = frozenset({RefusalReason.ALREADY_CONSUMED.value, RefusalReason.PAUSE_EXPIRED.value})
+
+
+class Closed(Exception):
+    """The pause cannot be answered (any more); the message is the page's plain words."""
+
+
+@dataclass
+class _Sent:
+    viewer: str
+    token_id: str
+    thread_id: str
+    outcome: asyncio.Task[AnswerOutcome]
+    words: dict[str, str] = field(default_factory=dict)
+
+
+class InboxService:
+    """The inbox over one deployment: ``turnlog`` answers, ``projection`` is read."""
+
+    def __init__(
+        self,
+        turnlog: Turnlog,
+        projection: Path,
+        *,
+        refresh_seconds: float = 0.3,
+        outcome_timeout: float = 120.0,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        self.tl = turnlog
+        s = turnlog.settings
+        # Refused at once when the keyring only verifies: the inbox could never answer.
+        self._issuer = TokenIssuer(turnlog.keyring, issuer=s.issuer, audience=s.audience)
+        self._projection = projection
+        self._refresh = refresh_seconds
+        self._outcome_timeout = outcome_timeout
+        self.clock = clock
+        self.version = 0
+        self._changed = asyncio.Event()
+        self._store: Store | None = None
+        self._scratch: Path | None = None
+        self._follow: asyncio.Task[None] | None = None
+        self._seen: tuple[Any, ...] = ()
+        self._sent: dict[str, _Sent] = {}
+        self._by_token: dict[str, str] = {}
+        self.closing = asyncio.Event()
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if not (self._projection / "CURRENT").is_file():
+            raise StoreError(
+                f"no projection at {self._projection}: run `turnlog project` beside the inbox"
+            )
+        self._scratch = Path(tempfile.mkdtemp(prefix="turnlog-inbox-"))
+        self._store = Store.open_secondary(self._projection, self._scratch)
+        self._catch_up()
+        self._follow = asyncio.create_task(self._follow_store())
+
+    async def stop(self) -> None:
+        self.closing.set()
+        self._changed.set()
+        tasks: list[asyncio.Task[Any]] = [s.outcome for s in self._sent.values()]
+        if self._follow is not None:
+            tasks.append(self._follow)
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    async def __aenter__(self) -> InboxService:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            raise StoreError("the inbox is not started")
+        return self._store
+
+    # -- following the projection -----------------------------------------------------------------
+
+    def _catch_up(self) -> None:
+        store = self.store
+        offsets = store.catch_up()
+        now_ms = int(self.clock().timestamp() * 1000)
+        # Offsets say a fact arrived; the count also moves when a window closes with no record.
+        seen = (tuple(sorted(offsets.items())), sum(1 for _ in store.pending(now_ms)))
+        if seen != self._seen:
+            self._seen = seen
+            self.version += 1
+            self._changed.set()
+            self._changed = asyncio.Event()
+
+    async def _follow_store(self) -> None:
+        while not self.closing.is_set():
+            try:
+                self._catch_up()
+            except Exception as exc:  # noqa: BLE001 - one failed catch-up must not end the inbox
+                log.warning("inbox: could not catch up with the projection: %s", exc)
+            await asyncio.sleep(self._refresh)
+
+    async def changed(self, since: int, timeout: float) -> int:
+        """The version once it differs from ``since`` (or after ``timeout``)."""
+        if self.version == since and not self.closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout)
+        return self.version
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def pause(self, viewer: Viewer, token_id: str) -> PauseView | None:
+        """The pause, if it exists and ``viewer`` may see it (else ``None``, the same for both)."""
+        view = pause_view(self.store, token_id, self.clock())
+        if view is None or not viewer.may_answer(view.scope_hash):
+            return None
+        return view
+
+    def answered_here(self, token_id: str) -> str | None:
+        """The answer id this inbox sent for ``token_id`` and still stands by, if any."""
+        return self._by_token.get(token_id)
+
+    # -- answering --------------------------------------------------------------------------------
+
+    async def answer(self, viewer: Viewer, token_id: str, form: Form) -> str:
+        """Publish ``viewer``'s answer to the pause; the answer id. :class:`Closed` (plain
+        words) when it cannot be answered, :class:`~turnlog.inbox.forms.FormProblem` when the
+        form makes no answer, ``LookupError`` when the viewer may not see the pause."""
+        view = self.pause(viewer, token_id)
+        if view is None:
+            raise LookupError(token_id)
+        if token_id in self._by_token or view.status == ANSWERED:
+            raise Closed(plain_words(RefusalReason.ALREADY_CONSUMED))
+        if view.status != PENDING or view.expires_at <= self.clock():
+            raise Closed("expired: the pause's window closed before an answer")
+        response = response_for(view, form)
+        token = self._issuer.issue(PauseClaims.for_pause(view.recorded))
+        self._by_token[token_id] = ""  # taken: a second submission waits for nobody
+        try:
+            axes = Axes.of_pause(view.recorded.checkpoint)  # the pause's own, never the form's
+            sent = await self.tl.answer(
+                token,
+                response,
+                scope_hash=axes.scope_hash or "",
+                session_id=axes.session_id or "",
+                run_id=axes.run_id or "",
+                call_id=axes.call_id or "",
+            )
+        except Refused as exc:
+            del self._by_token[token_id]
+            raise Closed(plain_words(exc.refusal.reason)) from None
+        except BaseException:
+            del self._by_token[token_id]
+            raise
+        answer_id = sent.answer_id
+        self._by_token[token_id] = answer_id
+        task = asyncio.create_task(
+            self.tl.outcome(answer_id, thread_id=view.thread_id, timeout=self._outcome_timeout)
+        )
+        self._sent[answer_id] = _Sent(viewer.name, token_id, view.thread_id, task)
+        log.info("inbox: %s answered pause %s (answer %s)", viewer.name, token_id, answer_id)
+        return answer_id
+
+    async def outcome(self, viewer: Viewer, answer_id: str, wait: float) -> dict[str, str] | None:
+        """``{"state": "resumed"}``, ``{"state": "rejected", "words": ...}`` or ``{"state":
+        "waiting"}`` after ``wait`` seconds; ``None`` for an answer ``viewer`` did not send."""
+        sent = self._sent.get(answer_id)
+        if sent is None or sent.viewer != viewer.name:
+            return None
+        if sent.words:
+            return sent.words
+        task = sent.outcome
+        if not task.done():
+            await asyncio.wait({task}, timeout=wait)
+        if not task.done():
+            return {"state": "waiting"}
+        failed = None if task.cancelled() else task.exception()
+        if task.cancelled() or failed is not None:
+            why = "the inbox is stopping" if failed is None else str(failed)
+            sent.words = {"state": "unknown", "words": f"no outcome: {why}"}
+            return sent.words
+        found = task.result()
+        if found.accepted:
+            sent.words = {"state": "resumed", "words": "resumed"}
+        else:
+            reason = found.reason or ""
+            sent.words = {"state": "rejected", "words": plain_words(reason), "reason": reason}
+            if reason not in _FINAL and self._by_token.get(sent.token_id) == answer_id:
+                del self._by_token[sent.token_id]  # another try may succeed
+        return sent.words

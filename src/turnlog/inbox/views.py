@@ -1,0 +1,264 @@
+"""The pending pauses and one pause, as the inbox shows them, read from the local projection.
+
+Only what the store holds is shown: the pause's request (the question, or the tool call awaiting
+approval), its checkpoint's messages, its window, and whether its token is spent. The token
+itself is not in the store and never in a page. A pause the viewer's scopes do not cover is
+treated as absent everywhere -- the list, the detail page, a POST -- so its existence leaks to
+nobody.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Final
+
+from turnlog.contracts.approvals import APPROVE_TOOL_CALL
+from turnlog.contracts.events import PauseRecorded
+from turnlog.contracts.interactions import ASK_USER
+from turnlog.contracts.ledger import Outcome
+from turnlog.errors import DecodeError
+from turnlog.inbox.auth import Viewer
+from turnlog.projections.store import Store
+from turnlog.wire.codec import decode
+
+#: The most pauses one list shows (oldest first); filters narrow it further.
+LIST_LIMIT: Final = 200
+
+#: Values longer than this are folded (a <details> the reader opens).
+FOLD_AT: Final = 80
+
+PENDING, ANSWERED, EXPIRED = "pending", "answered", "expired"
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    label: str
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """One question of an ``ask_user`` pause: free text when it offers no options."""
+
+    text: str
+    header: str = ""
+    options: tuple[Option, ...] = ()
+    multi: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """One argument as shown: its name, its value as text, and whether it is folded."""
+
+    name: str
+    text: str
+
+    @property
+    def folded(self) -> bool:
+        return len(self.text) > FOLD_AT or "\n" in self.text
+
+    @property
+    def short(self) -> str:
+        first = self.text.splitlines()[0] if self.text else ""
+        return first[:FOLD_AT] + "…" if self.folded else self.text
+
+
+@dataclass(frozen=True, slots=True)
+class PauseView:
+    """A pause as the pages show it."""
+
+    recorded: PauseRecorded
+    status: str  # pending, answered, expired
+
+    @property
+    def token_id(self) -> str:
+        return self.recorded.token_id
+
+    @property
+    def thread_id(self) -> str:
+        return self.recorded.checkpoint.thread_id
+
+    @property
+    def scope_hash(self) -> str:
+        return self.recorded.checkpoint.scope_hash
+
+    @property
+    def interaction(self) -> str:
+        return self.recorded.response_schema
+
+    @property
+    def paused_at(self) -> datetime:
+        return self.recorded.occurred_at
+
+    @property
+    def expires_at(self) -> datetime:
+        return self.recorded.expires_at
+
+    @property
+    def messages(self) -> tuple[Mapping[str, Any], ...]:
+        return self.recorded.checkpoint.messages
+
+    @property
+    def request(self) -> Any:
+        try:
+            return json.loads(self.recorded.request_json)
+        except (ValueError, RecursionError):
+            return self.recorded.request_json
+
+    @property
+    def questions(self) -> tuple[Question, ...]:
+        """The questions of an ``ask_user`` request (``{"questions": [...]}`` or one
+        ``{"question": ...}``); empty for any other interaction."""
+        if self.interaction != ASK_USER:
+            return ()
+        return questions_of(self.request)
+
+    @property
+    def tool(self) -> str | None:
+        request = self.request
+        if self.interaction == APPROVE_TOOL_CALL and isinstance(request, dict):
+            tool = request.get("tool")
+            return tool if isinstance(tool, str) else None
+        return None
+
+    @property
+    def arguments(self) -> Any:
+        request = self.request
+        return request.get("arguments") if isinstance(request, dict) else None
+
+    @property
+    def arguments_text(self) -> str:
+        """The arguments as JSON to edit (indented, keys in the call's order)."""
+        return json.dumps(self.arguments, indent=2, ensure_ascii=False)
+
+    @property
+    def shown_arguments(self) -> tuple[Shown, ...]:
+        arguments = self.arguments
+        if isinstance(arguments, dict):
+            return tuple(Shown(str(k), _text(v)) for k, v in arguments.items())
+        return (Shown("arguments", _text(arguments)),) if arguments is not None else ()
+
+    @property
+    def summary(self) -> str:
+        """One line for the list: the first question, the call to approve, or the request."""
+        if self.tool is not None:
+            return f"approve {self.tool}"
+        questions = self.questions
+        if questions:
+            more = f" (+{len(questions) - 1} more)" if len(questions) > 1 else ""
+            return questions[0].text + more
+        return _text(self.request)[:FOLD_AT]
+
+    @property
+    def shown_request(self) -> Shown:
+        return Shown("request", _text(self.request))
+
+    def age(self, now: datetime) -> timedelta:
+        return max(timedelta(0), now - self.paused_at)
+
+    def time_left(self, now: datetime) -> timedelta:
+        return max(timedelta(0), self.expires_at - now)
+
+
+def questions_of(request: Any) -> tuple[Question, ...]:
+    if not isinstance(request, dict):
+        return ()
+    raw = request.get("questions")
+    if raw is None and "question" in request:
+        raw = [request]
+    if not isinstance(raw, list):
+        return ()
+    found = []
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        options = []
+        for option in item.get("options") or ():
+            if isinstance(option, str):
+                options.append(Option(option))
+            elif isinstance(option, dict) and isinstance(option.get("label"), str):
+                options.append(Option(option["label"], str(option.get("description") or "")))
+        found.append(
+            Question(
+                text=str(item.get("question") or ""),
+                header=str(item.get("header") or ""),
+                options=tuple(options),
+                multi=bool(item.get("multiSelect") or item.get("multi_select")),
+            )
+        )
+    return tuple(found)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def pause_view(store: Store, token_id: str, now: datetime) -> PauseView | None:
+    """The pause behind ``token_id`` with its status, or ``None`` when the store has no such
+    pause (never recorded, or forgotten)."""
+    info = store.pause_for_token(token_id)
+    if info is None:
+        return None
+    try:
+        recorded = decode(info.value, PauseRecorded)
+    except DecodeError:
+        return None
+    spent = store.ledger(token_id)
+    if spent is not None:
+        status = ANSWERED if spent.outcome == Outcome.RESUMED else EXPIRED
+    elif recorded.expires_at <= now:
+        status = EXPIRED
+    else:
+        status = PENDING
+    return PauseView(recorded, status)
+
+
+def pending_for(
+    store: Store,
+    viewer: Viewer,
+    now: datetime,
+    *,
+    interaction: str | None = None,
+    thread: str | None = None,
+    limit: int = LIST_LIMIT,
+) -> list[PauseView]:
+    """The pending pauses ``viewer`` may answer, oldest first, narrowed by interaction and by a
+    case-insensitive part of the thread id."""
+    wanted = (thread or "").strip().lower()
+    found = []
+    for open_pause in store.pending(int(now.timestamp() * 1000)):
+        if wanted and wanted not in open_pause.thread_id.lower():
+            continue
+        view = pause_view(store, open_pause.token_id, now)
+        if view is None or view.status != PENDING or not viewer.may_answer(view.scope_hash):
+            continue
+        if interaction and view.interaction != interaction:
+            continue
+        found.append(view)
+    found.sort(key=lambda v: (v.paused_at, v.recorded.checkpoint.created_at, v.token_id))
+    return found[:limit]
+
+
+def visible_ids(store: Store, viewer: Viewer, now: datetime) -> list[str]:
+    """The token ids of every pending pause ``viewer`` may answer (what the live list compares)."""
+    return sorted(v.token_id for v in pending_for(store, viewer, now, limit=10 * LIST_LIMIT))
+
+
+def duration(delta: timedelta) -> str:
+    """``3d 4h``, ``5h 12m``, ``7m 3s``, ``42s``: two units at most, for ages and time left."""
+    seconds = int(delta.total_seconds())
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {secs}s"
+    return f"{secs}s"
