@@ -11,12 +11,16 @@ committed) and ``exit``.
 The raw loop has the worker's structure and settings and none of its work: one consumer group
 over the answers topic (read_committed, same batch size and poll timeout), one transactional
 producer per owned partition, and per fetched partition batch one transaction holding two
-precomputed output records per answer plus the input offset.
+precomputed output records per answer plus the input offset. Its ``raw+verify`` variant also
+checks the Ed25519 signature of a pause token (the sample answer's, signed with the
+deployment's key) once per record, with a ``cryptography`` key object loaded once: the one piece
+of work no correct resume can skip, and so the fair floor to hold turnlog against.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
@@ -132,6 +136,7 @@ class RawLoop:
         self.resumed_topic = config.get("resumed_topic", f"{prefix}resumed")
         self.consumed_value = bytes.fromhex(config["consumed_hex"])
         self.resumed_value = bytes.fromhex(config["resumed_hex"])
+        self.verify = _signature_check(config)
         self.producers: dict[int, AIOKafkaProducer] = {}
         self.restored = 0
         self.processed = 0
@@ -218,7 +223,10 @@ class RawLoop:
         producer = self.producers[tp.partition]
         p = tp.partition
         await producer.begin_transaction()
+        verify = self.verify
         for record in records:
+            if verify is not None:
+                verify()
             thread = record.key.partition(b"\x00")[0]
             await producer.send(
                 self.consumed_topic, self.consumed_value, key=record.key, partition=p
@@ -227,6 +235,30 @@ class RawLoop:
         await producer.send_offsets_to_transaction({tp: records[-1].offset + 1}, self.group)
         await producer.commit_transaction()
         self.processed += len(records)
+
+
+def _signature_check(config: dict[str, Any]) -> Any:
+    """For ``raw+verify``: a call that verifies the sample token's signature (raising if it does
+    not verify); ``None`` for the plain raw loop."""
+    token = config.get("token")
+    if not token:
+        return None
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    private = load_pem_private_key(config["private_pem"].encode(), password=None)
+    if not isinstance(private, Ed25519PrivateKey):
+        raise TypeError("the bench key is an Ed25519 key")
+    public = private.public_key()
+    header, payload, signature = token.split(".")
+    signing_input = f"{header}.{payload}".encode("ascii")
+    raw_signature = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
+    public.verify(raw_signature, signing_input)  # once up front: a wrong sample fails loudly
+
+    def verify() -> None:
+        public.verify(raw_signature, signing_input)
+
+    return verify
 
 
 async def run_raw(config: dict[str, Any]) -> None:

@@ -13,6 +13,10 @@ from turnlog.contracts.resume import PreparedResume, prepare_resume
 from turnlog.tokens import PauseClaims
 from turnlog.wire.codec import encode
 
+#: The raw loop that also verifies one Ed25519 signature of a pause token per record: the work
+#: no correct resume can skip, so the fair floor for turnlog's ratio.
+VERIFY_MODE = "raw+verify"
+
 
 @dataclass
 class Context:
@@ -32,6 +36,13 @@ class Context:
             return None
         self.profile_dir.mkdir(parents=True, exist_ok=True)
         return str(self.profile_dir / name)
+
+
+def sample_token(dep: Deployment, messages: int = 20) -> str:
+    """A pause token of the deployment's key, like every answer's: what the "copy + verify"
+    loop checks the signature of once per record."""
+    pause = pause_for("thread-sample", messages=messages)
+    return dep.issuer.issue(PauseClaims.for_pause(pause))
 
 
 def sample_outputs(dep: Deployment, messages: int) -> tuple[bytes, bytes]:
@@ -87,6 +98,8 @@ def worker_config(
     else:
         consumed, resumed = sample_outputs(dep, ctx.options.messages)
         config.update(consumed_hex=consumed.hex(), resumed_hex=resumed.hex(), restore=restore)
+        if mode == VERIFY_MODE:
+            config.update(kid=KID, private_pem=dep.private_pem, token=sample_token(dep))
         if raw_topics is not None:
             config.update(consumptions_topic=raw_topics[0], resumed_topic=raw_topics[1])
     return config
