@@ -14,22 +14,44 @@ providers just the same.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.messages import NOT_DISPATCHED, normalize_message
 from turnlog.contracts.refusals import RefusalReason, refuse
 
 
-def _asking_round(messages: tuple[Mapping[str, Any], ...]) -> tuple[int, list[Mapping[str, Any]]]:
-    """The index and tool calls of the last assistant message that made any (the round the pause
-    stopped), or ``(-1, [])``. Same rule as ``messages.reserved_call_ids``, with the position."""
+class AskingRound(NamedTuple):
+    """What rehydration needs to know of a checkpoint's messages: where its asking round is, the
+    calls it reserved (id, name) and the call ids answered after it. The resume path can learn
+    it from the encoded messages without decoding them (:mod:`turnlog.wire.resumed_bytes`)."""
+
+    #: Index of the last assistant message with tool calls; -1 when there is none.
+    position: int
+    calls: tuple[tuple[str, str], ...]
+    #: The ``tool_call_id`` of every tool message after the asking round.
+    observed: frozenset[str]
+
+
+def asking_round(messages: Sequence[Mapping[str, Any]]) -> AskingRound:
+    """The asking round of ``messages``: the last assistant message that made any tool calls
+    (the round the pause stopped). Same rule as ``messages.reserved_call_ids``, with the
+    position and what came after it."""
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if message.get("role") == "assistant" and message.get("tool_calls"):
-            return index, list(message["tool_calls"])
-    return -1, []
+            calls = tuple(
+                (str(call.get("id", "")), str(call.get("name", "")))
+                for call in message["tool_calls"]
+            )
+            observed = frozenset(
+                str(m.get("tool_call_id"))
+                for m in messages[index + 1 :]
+                if m.get("role") == "tool" and m.get("tool_call_id")
+            )
+            return AskingRound(index, calls, observed)
+    return AskingRound(-1, (), frozenset())
 
 
 def rehydrate(
@@ -50,43 +72,58 @@ def rehydrate(
     results for one call are as invalid as none. Raises ``Refused(asking_round_missing)``.
     """
     messages = checkpoint.messages
-    position, calls = _asking_round(messages)
-    if position < 0:
+    found = asking_round(messages)
+    added = continuation(
+        checkpoint.checkpoint_id, found, answered_call_id, observation_text, leave_open=leave_open
+    )
+    rebuilt = [dict(m) for m in messages]
+    if leave_open:
+        asking = dict(rebuilt[found.position])
+        asking["tool_calls"] = [
+            {**call, "arguments": leave_open} if call.get("id") == answered_call_id else call
+            for call in asking["tool_calls"]
+        ]
+        rebuilt[found.position] = normalize_message(asking)
+    return (*rebuilt, *added)
+
+
+def continuation(
+    checkpoint_id: str,
+    found: AskingRound,
+    answered_call_id: str,
+    observation_text: str,
+    *,
+    leave_open: str | None = None,
+) -> tuple[dict[str, Any], ...]:
+    """The messages rehydration appends after the checkpoint's own (see :func:`rehydrate`):
+    the answer's tool message unless ``leave_open``, then "not dispatched" for every other
+    reserved call without a result. An edit (``leave_open`` non-empty) also rewrites the asking
+    round, which is :func:`rehydrate`'s part. Raises ``Refused(asking_round_missing)``."""
+    if found.position < 0:
         raise refuse(
             RefusalReason.ASKING_ROUND_MISSING,
-            f"checkpoint {checkpoint.checkpoint_id!r} holds no assistant message with tool calls",
+            f"checkpoint {checkpoint_id!r} holds no assistant message with tool calls",
         )
-    names = {str(call.get("id", "")): str(call.get("name", "")) for call in calls}
+    names = dict(found.calls)
     if not answered_call_id or answered_call_id not in names:
         raise refuse(
             RefusalReason.ASKING_ROUND_MISSING,
-            f"the asking round of checkpoint {checkpoint.checkpoint_id!r} did not reserve the "
+            f"the asking round of checkpoint {checkpoint_id!r} did not reserve the "
             f"answered call {answered_call_id!r}",
         )
-    observed = {
-        str(m.get("tool_call_id"))
-        for m in messages[position + 1 :]
-        if m.get("role") == "tool" and m.get("tool_call_id")
-    }
+    observed = found.observed
     if answered_call_id in observed:
         raise refuse(
             RefusalReason.ASKING_ROUND_MISSING,
             f"call {answered_call_id!r} already has a result; its asking round is closed",
         )
-    rebuilt = [dict(m) for m in messages]
+    added = []
     if leave_open is None:
-        rebuilt.append(_tool_message(answered_call_id, names[answered_call_id], observation_text))
-    elif leave_open:
-        asking = dict(rebuilt[position])
-        asking["tool_calls"] = [
-            {**call, "arguments": leave_open} if call.get("id") == answered_call_id else call
-            for call in asking["tool_calls"]
-        ]
-        rebuilt[position] = normalize_message(asking)
+        added.append(_tool_message(answered_call_id, names[answered_call_id], observation_text))
     for call_id, name in names.items():
         if call_id and call_id != answered_call_id and call_id not in observed:
-            rebuilt.append(_tool_message(call_id, name, NOT_DISPATCHED))
-    return tuple(rebuilt)
+            added.append(_tool_message(call_id, name, NOT_DISPATCHED))
+    return tuple(added)
 
 
 def _tool_message(call_id: str, name: str, content: str) -> dict[str, Any]:

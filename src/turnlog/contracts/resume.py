@@ -135,7 +135,7 @@ def mismatched_axis(answer: AnswerSubmitted, claims: PauseClaims) -> Refusal | N
     return None
 
 
-def _checkpoint_disagreement(pause: PauseRecorded, claims: PauseClaims) -> list[str]:
+def _checkpoint_disagreement(pause: PauseFacts, claims: PauseClaims) -> list[str]:
     checkpoint = pause.checkpoint
     pairs = {
         "token_id": (pause.token_id, claims.token_id),
@@ -185,28 +185,65 @@ def check_response(
     return response
 
 
-def prepare_resume(
+class CheckpointFacts(Protocol):
+    """The checkpoint fields the contract checks a token against (a ``TurnCheckpoint``, or the
+    same fields read without decoding the messages)."""
+
+    @property
+    def thread_id(self) -> str: ...
+    @property
+    def checkpoint_id(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def scope_hash(self) -> str: ...
+    @property
+    def tool_call_id(self) -> str: ...
+    @property
+    def interrupt_id(self) -> str: ...
+    @property
+    def prompt(self) -> str: ...
+
+
+class PauseFacts(Protocol):
+    """What steps 3 and 5 read of a recorded pause: a ``PauseRecorded``, or a pause whose
+    checkpoint messages were left encoded (:mod:`turnlog.wire.skim`)."""
+
+    @property
+    def token_id(self) -> str: ...
+    @property
+    def request_json(self) -> str: ...
+    @property
+    def response_schema(self) -> str: ...
+    @property
+    def checkpoint(self) -> CheckpointFacts: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedResume:
+    """An answer through steps 1-5: everything but the rebuilt history (step 7)."""
+
+    claims: PauseClaims
+    response: Any
+    observation: str
+    #: An approval's arguments (see :func:`~turnlog.contracts.rehydration.rehydrate`), else None.
+    leave_open: str | None
+    answered: AskUserAnswered | None
+
+
+def check_resume(
     answer: AnswerSubmitted,
     *,
     verifier: Verifier,
     interactions: InteractionRegistry,
-    pause: PauseRecorded | None,
+    pause: PauseFacts | None,
     ledger: LedgerEntry | None,
     now: datetime,
-) -> Refusal | PreparedResume:
-    """Run the resume contract on ``answer``; the first rule that fails names the refusal.
-
-    ``pause`` is the ``PauseRecorded`` stored for the token's thread and checkpoint (``None``
-    when there is none -- the caller first makes sure it has applied the pauses partition up to
-    the token's ``pause_offset``); ``ledger`` is the token's ledger entry, if any; ``now`` is
-    the worker's clock, which decides the window (``submitted_at`` is the publisher's word).
-
-    Order: the four axes are stated; 1 the token verifies and is in its window; 2 each axis
-    matches it; 3 the recorded request hashes to its claim; 4 the response fits the interaction;
-    5 the pause is recorded, is the token's, is unspent and can be continued; 7 the history is
-    rebuilt. With no pause recorded, step 3 has nothing to hash and the refusal comes at step 5,
-    so every refusal is the earliest step that fails.
-    """
+) -> Refusal | CheckedResume:
+    """Steps 1-5 of :func:`prepare_resume`, in its order, with the same refusals; step 7 (the
+    history) is the caller's, from the pause's messages decoded or still encoded."""
     missing = missing_axis(answer)
     if missing is not None:
         return missing
@@ -255,10 +292,56 @@ def prepare_resume(
             RefusalReason.ALREADY_CONSUMED,
             f"the token was spent by answer {ledger.answer_id!r}",
         )
-    observation = interaction.observation(response)
+    return CheckedResume(
+        claims=claims,
+        response=response,
+        observation=interaction.observation(response),
+        leave_open=leave_open,
+        answered=_answered_record(answer, claims, response),
+    )
+
+
+def prepare_resume(
+    answer: AnswerSubmitted,
+    *,
+    verifier: Verifier,
+    interactions: InteractionRegistry,
+    pause: PauseRecorded | None,
+    ledger: LedgerEntry | None,
+    now: datetime,
+) -> Refusal | PreparedResume:
+    """Run the resume contract on ``answer``; the first rule that fails names the refusal.
+
+    ``pause`` is the ``PauseRecorded`` stored for the token's thread and checkpoint (``None``
+    when there is none -- the caller first makes sure it has applied the pauses partition up to
+    the token's ``pause_offset``); ``ledger`` is the token's ledger entry, if any; ``now`` is
+    the worker's clock, which decides the window (``submitted_at`` is the publisher's word).
+
+    Order: the four axes are stated; 1 the token verifies and is in its window; 2 each axis
+    matches it; 3 the recorded request hashes to its claim; 4 the response fits the interaction;
+    5 the pause is recorded, is the token's, is unspent and can be continued; 7 the history is
+    rebuilt. With no pause recorded, step 3 has nothing to hash and the refusal comes at step 5,
+    so every refusal is the earliest step that fails.
+    """
+    checked = check_resume(
+        answer,
+        verifier=verifier,
+        interactions=interactions,
+        pause=pause,
+        ledger=ledger,
+        now=now,
+    )
+    if isinstance(checked, Refusal):
+        return checked
+    if pause is None:  # check_resume refuses a missing pause; this tells the type checker
+        raise RuntimeError("a checked resume has a pause")
+    claims = checked.claims
     try:
         history = rehydrate(
-            pause.checkpoint, claims.answered_call_id, observation, leave_open=leave_open
+            pause.checkpoint,
+            claims.answered_call_id,
+            checked.observation,
+            leave_open=checked.leave_open,
         )
     except Refused as refused:
         return refused.refusal
@@ -266,8 +349,8 @@ def prepare_resume(
         answer=answer,
         claims=claims,
         pause=pause,
-        response=response,
-        observation=observation,
+        response=checked.response,
+        observation=checked.observation,
         history=history,
-        answered=_answered_record(answer, claims, response),
+        answered=checked.answered,
     )

@@ -1,0 +1,259 @@
+"""A ``TurnResumed`` written around a pause's encoded messages: the resume path's encoder.
+
+Why: the history of a resumed turn is the checkpoint's messages with a few tool messages after
+them (seed 003). Decoding those messages from the stored pause into dicts, building a
+``TurnResumed`` (which normalises each one again) and encoding them back gives the very bytes
+that were stored. Here the stored items are copied as they are: an Avro array is a count, its
+items and a closing zero, so the checkpoint's ``n`` items followed by the ``k`` appended ones,
+behind the count ``n + k``, are the array the normal codec writes for the whole history.
+:func:`encode_turn_resumed` is held byte for byte to :func:`turnlog.wire.codec.encode` by
+``tests/unit/test_resumed_bytes.py``.
+
+What it needs of the messages is only where the asking round is (:func:`asking_round_of`), which
+it reads from the encoded items without building them. The items come from
+:func:`turnlog.wire.skim.skim_pause`, which has already checked them as the full decoder would;
+a walk that still meets something it cannot read raises ``ValueError`` and the caller takes the
+decoding path. An approval that edits the arguments rewrites an earlier message, so it cannot be
+written this way: the caller decodes that one.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
+
+from turnlog.contracts.events import AskUserAnswered
+from turnlog.contracts.rehydration import AskingRound
+from turnlog.wire.codec import MAGIC, fingerprint_of, schema_for
+from turnlog.wire.compiled import compile_schema
+
+__all__ = ["ResumedFields", "asking_round_of", "encode_turn_resumed"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLI = timedelta(milliseconds=1)
+_ASSISTANT = 2  # the index of "assistant" in the Role enum (held by _writers())
+_TOOL = 3  # and of "tool"
+
+
+class ResumedFields(NamedTuple):
+    """The scalar fields of a ``TurnResumed``, in its schema's order, up to ``history``."""
+
+    event_id: str
+    occurred_at: datetime
+    package_version: str
+    token_id: str
+    answer_id: str
+    run_id: str
+    session_id: str
+    thread_id: str
+    checkpoint_id: str
+    interrupt_id: str
+    tool_call_id: str
+    name: str
+    prompt: str
+    response_json: str
+
+
+class _Writers(NamedTuple):
+    header: bytes
+    message: Callable[[Mapping[str, Any], Callable[[bytes], Any]], None]
+    answered: Callable[[Mapping[str, Any], Callable[[bytes], Any]], None]
+
+
+@functools.cache
+def _writers() -> _Writers:
+    """The compiled writers, after checking that the schemas are still the ones this module
+    lays out by hand: a field added to ``TurnResumed`` must fail here, not write a wrong record."""
+    fields = [f["name"] for f in schema_for("TurnResumed")["fields"]]
+    if fields != [*ResumedFields._fields, "history", "answered"]:
+        raise RuntimeError(f"TurnResumed's fields changed ({fields}); update resumed_bytes")
+    message = schema_for("Message")
+    names = [f["name"] for f in message["fields"]]
+    roles = message["fields"][0]["type"].get("symbols", [])
+    if names != ["role", "content", "tool_calls", "tool_call_id", "name"] or roles[2:4] != [
+        "assistant",
+        "tool",
+    ]:
+        raise RuntimeError("Message's layout changed; update resumed_bytes")
+    compiled_message = compile_schema(message)
+    compiled_answered = compile_schema(schema_for("AskUserAnswered"))
+    if compiled_message is None or compiled_answered is None:
+        raise RuntimeError("the Message and AskUserAnswered schemas are not compiled")
+    return _Writers(
+        MAGIC + fingerprint_of("TurnResumed"), compiled_message.write, compiled_answered.write
+    )
+
+
+def _long(value: int) -> bytes:
+    n = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _string(text: str) -> bytes:
+    if type(text) is not str:
+        raise TypeError(f"expected text, got {type(text).__name__}")
+    data = text.encode("utf-8")
+    return _long(len(data)) + data
+
+
+def _millis(moment: datetime) -> bytes:
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError("occurred_at must be timezone-aware (UTC), got a naive datetime")
+    if moment.microsecond % 1000:
+        raise ValueError(f"occurred_at carries microseconds ({moment.isoformat()})")
+    return _long((moment - _EPOCH) // _MILLI)
+
+
+def encode_turn_resumed(
+    fields: ResumedFields,
+    messages_raw: bytes,
+    message_count: int,
+    appended: Sequence[Mapping[str, Any]],
+    answered: AskUserAnswered | None,
+) -> bytes:
+    """The single-object ``TurnResumed`` whose history is the ``message_count`` encoded items
+    of ``messages_raw`` followed by ``appended`` (canonical message dicts), byte for byte what
+    :func:`~turnlog.wire.codec.encode` writes for the same turn. ``ValueError`` for a value
+    the schema cannot carry."""
+    writers = _writers()
+    parts = [writers.header, _string(fields.event_id), _millis(fields.occurred_at)]
+    try:
+        parts.extend(_string(text) for text in fields[2:])
+        total = message_count + len(appended)
+        if total:
+            parts.append(_long(total))
+            parts.append(messages_raw)
+            for message in appended:
+                writers.message(message, parts.append)
+            parts.append(b"\x00")
+        else:
+            parts.append(b"\x00")
+        if answered is None:
+            parts.append(b"\x00")
+        else:
+            parts.append(b"\x02")
+            record = {
+                "selected_labels": list(answered.selected_labels),
+                "has_other": answered.has_other,
+                "time_to_answer_seconds": answered.time_to_answer_seconds,
+            }
+            writers.answered(record, parts.append)
+    except (TypeError, UnicodeEncodeError, OverflowError) as exc:
+        raise ValueError(f"TurnResumed cannot be written with its schema: {exc}") from exc
+    return b"".join(parts)
+
+
+# --- reading the asking round from encoded messages ------------------------------------------
+
+
+def _read_long(data: bytes, p: int) -> tuple[int, int]:
+    b = data[p]
+    p += 1
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), p
+    n = b & 0x7F
+    shift = 7
+    while True:
+        b = data[p]
+        p += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise ValueError("a varint longer than ten bytes")
+    return (n >> 1) ^ -(n & 1), p
+
+
+def _skip_string(data: bytes, p: int) -> int:
+    b = data[p]
+    if b < 0x80 and not b & 1:
+        return p + 1 + (b >> 1)
+    size, p = _read_long(data, p)
+    if size < 0 or p + size > len(data):
+        raise ValueError("a string runs past the messages")
+    return p + size
+
+
+def _read_string(data: bytes, p: int) -> tuple[str, int]:
+    b = data[p]
+    if b < 0x80 and not b & 1:
+        p += 1
+        end = p + (b >> 1)
+        return data[p:end].decode("utf-8"), end
+    size, p = _read_long(data, p)
+    end = p + size
+    if size < 0 or end > len(data):
+        raise ValueError("a string runs past the messages")
+    return data[p:end].decode("utf-8"), end
+
+
+def asking_round_of(messages_raw: bytes, message_count: int) -> AskingRound:
+    """The :class:`~turnlog.contracts.rehydration.AskingRound` of ``message_count`` encoded
+    ``Message`` items, equal to ``asking_round`` of the same messages decoded. Reads the role,
+    the tool calls' ids and names and the tool messages' call ids; steps over everything else.
+    ``ValueError`` (or ``IndexError``) for bytes that are not that many items.
+
+    Lengths, counts and union branches below 64 are one byte, read in line (the common case);
+    anything longer goes through :func:`_read_long`.
+    """
+    _writers()  # the layout check
+    data = messages_raw
+    end = len(data)
+    p = 0
+    position = -1
+    calls: list[tuple[str, str]] = []
+    answered_after: list[str] = []
+    for index in range(message_count):
+        role = data[p]
+        p += 1
+        if role > 2 * _TOOL or role & 1:
+            raise ValueError(f"role byte {role}")
+        p = _skip_string(data, p)  # content
+        found: list[tuple[str, str]] | None = None
+        while True:  # tool_calls: blocks of items, a zero count closes the array
+            if data[p] == 0:
+                p += 1
+                break
+            count, p = _read_long(data, p)
+            if count == 0:
+                break
+            if count < 0:
+                count = -count
+                _, p = _read_long(data, p)  # the block's size in bytes
+            if found is None:
+                found = []
+            for _ in range(count):
+                call_id, p = _read_string(data, p)
+                name, p = _read_string(data, p)
+                p = _skip_string(data, p)  # arguments
+                found.append((call_id, name))
+        tool_call_id = ""
+        b = data[p]  # tool_call_id: null (0) or string (2)
+        p += 1
+        if b == 2:
+            tool_call_id, p = _read_string(data, p)
+        elif b:
+            raise ValueError(f"union byte {b}")
+        b = data[p]  # name: null or string, stepped over
+        p += 1
+        if b == 2:
+            p = _skip_string(data, p)
+        elif b:
+            raise ValueError(f"union byte {b}")
+        if p > end:
+            raise ValueError("a message runs past the end")
+        if found and role == 2 * _ASSISTANT:
+            position, calls, answered_after = index, found, []
+        elif role == 2 * _TOOL and tool_call_id and position >= 0:
+            answered_after.append(tool_call_id)
+    if p != end:
+        raise ValueError(f"{end - p} bytes follow the {message_count} messages")
+    return AskingRound(position, tuple(calls), frozenset(answered_after))
