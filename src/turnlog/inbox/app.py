@@ -151,8 +151,10 @@ class _Pages:
         context["csrf"] = self.csrf.token(self._session(request))
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
-    def _unauthorized(self, request: Request) -> Response:
-        if _wants_json(request) or request.method != "GET":
+    def _unauthorized(self, request: Request, *, page: bool = True) -> Response:
+        """A page sends the visitor to log in; a script's request (the live stream, the rows,
+        a JSON call, a POST) gets a 401 it can act on."""
+        if not page or _wants_json(request) or request.method != "GET":
             return JSONResponse({"error": "log in first"}, status_code=401)
         return RedirectResponse("/login", status_code=303)
 
@@ -246,13 +248,13 @@ class _Pages:
     async def rows(self, request: Request) -> Response:
         viewer = self._viewer(request)
         if viewer is None:
-            return self._unauthorized(request)
+            return self._unauthorized(request, page=False)
         return self._render(request, "_rows.html", self._list_context(request, viewer))
 
     async def events(self, request: Request) -> Response:
         viewer = self._viewer(request)
         if viewer is None:
-            return self._unauthorized(request)
+            return self._unauthorized(request, page=False)
         service, heartbeat = self.service, self.heartbeat
 
         async def stream() -> AsyncIterator[str]:
@@ -281,7 +283,7 @@ class _Pages:
     async def state(self, request: Request) -> Response:
         viewer = self._viewer(request)
         if viewer is None:
-            return self._unauthorized(request)
+            return self._unauthorized(request, page=False)
         view = self.service.pause(viewer, request.path_params["token_id"])
         if view is None:
             return JSONResponse({"status": "gone", "words": "no longer available"})
