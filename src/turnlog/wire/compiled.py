@@ -15,8 +15,10 @@ arrays, strings, longs, ints, booleans, doubles, timestamp-millis and ``["null",
 :func:`compile_schema` returns ``None`` for a schema using anything else, and that schema, like
 every read through schema resolution (an earlier writer schema), keeps going through fastavro.
 
-It is one module, over the usual length, because the writer and reader generators mirror each
-other type by type: apart, a change to one side would be easy to miss on the other.
+It is one module, over the usual length, because the writer, reader and skipping generators
+mirror each other type by type: apart, a change to one side would be easy to miss on the other.
+The skipping reader (:func:`compile_skim`) serves :mod:`turnlog.wire.skim`: arrays kept as their
+bytes, walked with the same checks as the reader.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Any
 
 from turnlog.errors import DecodeError
 
-__all__ = ["CompiledSchema", "Read", "Write", "compile_schema"]
+__all__ = ["CompiledSchema", "Read", "Write", "compile_schema", "compile_skim"]
 
 _EPOCH_UTC = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLI = timedelta(milliseconds=1)
@@ -60,6 +62,9 @@ def _varint(n: int) -> bytes:
 
 #: Zig-zag varints of 0..4095: the lengths and counts almost every value has.
 _SMALL = tuple(_varint(n << 1) for n in range(4096))
+#: A one-byte string length read as a step over the string: the byte plus the length, or for a
+#: negative length (an odd zig-zag value) a step far past any end, so the next read refuses it.
+_STEP = tuple(1 << 62 if n & 1 else (n >> 1) + 1 for n in range(128))
 
 
 def _long(value: Any) -> bytes:
@@ -154,13 +159,15 @@ _HELPERS = {
 class _Compiler:
     """Generates ``w_<n>(datum, ap)`` and ``r_<n>(data, p, end)`` for each record type."""
 
-    def __init__(self) -> None:
+    def __init__(self, raw: frozenset[str] = frozenset()) -> None:
         self.names: dict[str, int] = {}  # full record name -> function number
         self.types: dict[str, dict[str, Any]] = {}  # named types seen, by full name
         self.source: list[str] = []
         self.constants: dict[str, Any] = dict(_HELPERS)
         self._temp = 0
         self._inlining: list[str] = []  # the records whose reading is being generated
+        self._raw = raw  # "Record.field" arrays read as (item bytes, count), see _read_raw_array
+        self._high: str | None = None  # while skipping: the local counting varints' high bytes
 
     def compile(self, schema: dict[str, Any]) -> tuple[Write, Read]:
         number = self._record(schema)
@@ -219,7 +226,10 @@ class _Compiler:
         for field in schema["fields"]:
             value = self._tmp("f")
             pairs.append(f"{field['name']!r}: {value}")
-            lines += self._read(field["type"], value, depth)
+            if f"{schema['name']}.{field['name']}" in self._raw:
+                lines += self._read_raw_array(self._resolve(field["type"]), value, depth)
+            else:
+                lines += self._read(field["type"], value, depth)
         self._inlining.pop()
         lines.append(f"{pad}{target} = {{{', '.join(pairs)}}}")
         return lines
@@ -292,8 +302,21 @@ class _Compiler:
             f"{pad}if {target} < 128:",
             f"{pad}    p += 1",
             f"{pad}else:",
-            f"{pad}    {target}, p = _read_unsigned(d, p)",
+            *self._read_long_varint(target, depth + 1),
             f"{pad}{target} = ({target} >> 1) ^ -({target} & 1)",
+        ]
+
+    def _read_long_varint(self, target: str, depth: int) -> list[str]:
+        """A varint of two bytes or more; while skipping, its high bytes (all but the last) are
+        counted."""
+        pad = "    " * depth
+        if self._high is None:
+            return [f"{pad}{target}, p = _read_unsigned(d, p)"]
+        start = self._tmp("q")
+        return [
+            f"{pad}{start} = p",
+            f"{pad}{target}, p = _read_unsigned(d, p)",
+            f"{pad}{self._high} += p - {start} - 1",
         ]
 
     def _read_string(self, target: str, depth: int) -> list[str]:
@@ -307,14 +330,16 @@ class _Compiler:
             f"{pad}elif ({high} := d[p + 1]) < 128:",
             f"{pad}    {n} = ({n} & 127) | ({high} << 7)",
             f"{pad}    p += 2",
+            *([f"{pad}    {self._high} += 1"] if self._high is not None else []),
             f"{pad}else:",
-            f"{pad}    {n}, p = _read_unsigned(d, p)",
+            *self._read_long_varint(n, depth + 1),
             f"{pad}if {n} & 1:",
             f"{pad}    raise _Malformed('a negative length')",
             f"{pad}{n} = p + ({n} >> 1)",
             f"{pad}if {n} > end:",
             f"{pad}    raise _Truncated",
-            f"{pad}{target} = d[p:{n}].decode()",
+            # Skipping leaves the UTF-8 check to one pass over the whole array (_read_raw_array).
+            *([] if self._high is not None else [f"{pad}{target} = d[p:{n}].decode()"]),
             f"{pad}p = {n}",
         ]
 
@@ -390,6 +415,148 @@ class _Compiler:
             f"{pad}        {target}.append({item})",
         ]
 
+    # -- reading an array raw: its items' bytes, validated without building them ---------------
+
+    def _read_raw_array(self, schema: Any, target: str, depth: int) -> list[str]:
+        """``(items, count)``: the items' bytes exactly as written, without block counts and
+        terminator, and how many there are; refused exactly where :meth:`_read` would refuse.
+
+        The walk checks every length, enum index, union branch and bound as the reader does, but
+        not each string's UTF-8 on its own: it counts the high bytes (>= 0x80) of the varints it
+        reads instead. When the whole array holds no other high byte, every string in it is
+        ASCII, hence valid; otherwise the array is read again with the full reader (``a_<n>``),
+        which checks each string and raises what the reader raises.
+        """
+        if not isinstance(schema, dict) or schema.get("type") != "array" or self._high:
+            raise _Unsupported(f"raw reading of {schema!r}")
+        pad = "    " * depth
+        strict = self._tmp("a_")
+        items = self._tmp("items")
+        self.source += [
+            f"def {strict}(d, p, end):",
+            *self._read(schema, items, 1),
+            "    return p",
+        ]
+        self.constants.setdefault("_HIGH_BYTES", bytes(range(128, 256)))
+        self.constants.setdefault("_STEP", _STEP)
+        high, start, first, parts, total = (
+            self._tmp(stem) for stem in ("hi", "s", "b", "parts", "total")
+        )
+        count, span = self._tmp("count"), self._tmp("span")
+        self._high = high
+        try:
+            item = self._skip(schema["items"], depth + 3)
+            block = [
+                f"{pad}    while True:",
+                *self._read_varint(count, depth + 2),
+                f"{pad}        if {count} == 0:",
+                f"{pad}            break",
+                f"{pad}        if {count} < 0:",
+                f"{pad}            {count} = -{count}",
+                *self._read_varint(self._tmp("size"), depth + 3),
+                f"{pad}        if {count} > end - p:",
+                f"{pad}            raise _Truncated",
+                f"{pad}        {total} += {count}",
+                f"{pad}        {first} = p",
+                f"{pad}        for _ in range({count}):",
+                *item,
+                f"{pad}        {parts}.append(d[{first}:p])",
+            ]
+        finally:
+            self._high = None
+        return [
+            f"{pad}if d[p] == 0:",
+            f"{pad}    p += 1",
+            f"{pad}    {target} = (b'', 0)",
+            f"{pad}else:",
+            f"{pad}    {high} = 0",
+            f"{pad}    {total} = 0",
+            f"{pad}    {start} = p",
+            f"{pad}    {parts} = []",
+            *block,
+            f"{pad}    {span} = d[{start}:p]",
+            f"{pad}    if len({span}) - len({span}.translate(None, _HIGH_BYTES)) != {high}:",
+            f"{pad}        {strict}(d, {start}, end)",
+            f"{pad}    {parts} = {parts}[0] if len({parts}) == 1 else b''.join({parts})",
+            f"{pad}    {target} = ({parts}, {total})",
+        ]
+
+    def _skip(self, schema: Any, depth: int) -> list[str]:
+        """Walks one value as :meth:`_read` does, building nothing (strings: see
+        :meth:`_read_raw_array`)."""
+        pad = "    " * depth
+        schema = self._resolve(schema)
+        kind = schema.get("type") if isinstance(schema, dict) else schema
+        if isinstance(kind, list):
+            if len(kind) != 2 or kind[0] != "null":
+                raise _Unsupported(f"union {kind!r}")
+            index = self._tmp("i")
+            return [
+                f"{pad}{index} = d[p]",
+                f"{pad}p += 1",
+                f"{pad}if {index} == 2:",
+                *self._skip(kind[1], depth + 1),
+                f"{pad}elif {index} != 0:",
+                f"{pad}    raise _Malformed('a union branch this schema does not have')",
+            ]
+        if kind == "string":
+            # One byte (a string under 64 bytes) is one table step; a bad length steps past the
+            # end, which the next read of ``d[p]`` refuses. No bound is checked here: every
+            # skipped string is followed by a read, and an overshoot makes it an IndexError.
+            n = self._tmp("n")
+            return [
+                f"{pad}{n} = d[p]",
+                f"{pad}if {n} < 128:",
+                f"{pad}    p += _STEP[{n}]",
+                f"{pad}else:",
+                *self._read_long_varint(n, depth + 1),
+                f"{pad}    if {n} & 1:",
+                f"{pad}        raise _Malformed('a negative length')",
+                f"{pad}    p += {n} >> 1",
+            ]
+        if kind == "enum":
+            index, valid = self._tmp("e"), self._tmp("V")
+            size = len(schema["symbols"])
+            self.constants[valid] = frozenset(i << 1 for i in range(size) if i < 64)
+            return [
+                f"{pad}{index} = d[p]",
+                f"{pad}if {index} in {valid}:",
+                f"{pad}    p += 1",
+                f"{pad}else:",
+                *self._read_long_varint(index, depth + 1),
+                f"{pad}    {index} = ({index} >> 1) ^ -({index} & 1)",
+                f"{pad}    if not 0 <= {index} < {size}:",
+                f"{pad}        raise _Malformed('an enum index with no symbol')",
+            ]
+        if kind == "array":
+            count = self._tmp("count")
+            return [
+                f"{pad}if d[p] == 0:",
+                f"{pad}    p += 1",
+                f"{pad}else:",
+                f"{pad}    while True:",
+                *self._read_varint(count, depth + 2),
+                f"{pad}        if {count} == 0:",
+                f"{pad}            break",
+                f"{pad}        if {count} < 0:",
+                f"{pad}            {count} = -{count}",
+                *self._read_varint(self._tmp("size"), depth + 3),
+                f"{pad}        if {count} > end - p:",
+                f"{pad}            raise _Truncated",
+                f"{pad}        for _ in range({count}):",
+                *self._skip(schema["items"], depth + 3),
+            ]
+        if kind in ("record", "error"):
+            if schema["name"] in self._inlining:
+                raise _Unsupported(f"raw reading of the recursive type {schema['name']}")
+            self._inlining.append(schema["name"])
+            lines = [line for f in schema["fields"] for line in self._skip(f["type"], depth)]
+            self._inlining.pop()
+            return lines or [f"{pad}pass"]
+        if kind in ("long", "int", "boolean"):  # their bytes are varints or 0/1: counted right
+            return self._read(schema, self._tmp("unused"), depth)
+        raise _Unsupported(f"raw reading of Avro type {kind!r}")  # a double's bytes are opaque
+
     def _read_union(self, branches: list[Any], target: str, depth: int) -> list[str]:
         if len(branches) != 2 or branches[0] != "null":
             raise _Unsupported(f"union {branches!r}")
@@ -434,6 +601,21 @@ class CompiledSchema:
                 "malformed_body",
                 f"{self.name} body is not valid Avro: {type(exc).__name__}: {exc}",
             ) from exc
+
+
+def compile_skim(expanded: dict[str, Any], raw: frozenset[str]) -> CompiledSchema | None:
+    """A reader of ``expanded`` that reads the arrays named in ``raw``
+    (``"dev.turnlog.Record.field"``) as ``(items, count)`` -- the items' bytes as written, without
+    block counts, ready to be written again as one block -- and every other field as
+    :func:`compile_schema`'s reader does. It refuses exactly the bytes that reader refuses.
+    ``None`` when the schema uses something the walk cannot check without building it."""
+    if expanded.get("type") not in ("record", "error"):
+        return None
+    try:
+        write, read = _Compiler(raw).compile(expanded)
+    except _Unsupported:
+        return None
+    return CompiledSchema(str(expanded["name"]).rpartition(".")[2], write, read)
 
 
 def compile_schema(expanded: dict[str, Any]) -> CompiledSchema | None:

@@ -1,0 +1,220 @@
+"""A ``PauseRecorded`` read for its index fields, with the checkpoint's messages left as bytes.
+
+Why: a replay, and a resume that carries the paused history into its resumed turn, need every
+scalar of a pause -- ids, sequence, deadline -- but not its messages as Python dicts and strings.
+Building those is most of the cost of decoding a pause (a 20-message checkpoint holds about 85
+strings), and a resume that decodes them only to encode them again pays twice.
+
+What it still guarantees: :func:`skim_pause` refuses exactly the bytes
+:func:`turnlog.wire.codec.decode` refuses, with the same :class:`~turnlog.errors.DecodeError`
+(reason and detail): the walk over the messages checks every length, bound, enum index and union
+branch, and the UTF-8 of every string (:func:`turnlog.wire.compiled.compile_skim` says how it
+does so without decoding each one). On a refusal the full decoder is asked for its own error, so
+the two can never name different reasons. ``tests/unit/test_skim.py`` holds it to that with
+random and mutated bytes.
+
+``messages_raw`` is the encoded ``Message`` items exactly as the writer wrote them, without the
+array's block counts and terminator: written after a count and followed by a zero byte (or with
+more items appended first), it is a valid ``array<Message>`` body of any current schema.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple, NoReturn
+
+from turnlog.contracts.checkpoint import TURN_STATE_VERSION
+from turnlog.contracts.events import PauseRecorded
+from turnlog.errors import DecodeError
+from turnlog.wire.codec import MAGIC, decode, encode, fingerprint_of, schema_for
+from turnlog.wire.compiled import CompiledSchema, compile_schema, compile_skim
+from turnlog.wire.records import to_record
+
+__all__ = ["SkimmedCheckpoint", "SkimmedPause", "decode_messages", "skim_pause"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLI = timedelta(milliseconds=1)
+_RAW_FIELD = "dev.turnlog.TurnCheckpoint.messages"
+
+
+# NamedTuples, not frozen dataclasses: a replay builds one per record, and a tuple is built in one
+# call where a frozen dataclass sets each of its 17 fields through object.__setattr__.
+class SkimmedCheckpoint(NamedTuple):
+    """The scalars of a ``TurnCheckpoint`` (same names and values as the decoded one), and its
+    messages as bytes."""
+
+    run_id: str
+    session_id: str
+    thread_id: str
+    checkpoint_id: str
+    scope_hash: str
+    tool_call_id: str
+    interrupt_id: str
+    name: str
+    prompt: str
+    #: The encoded ``Message`` items, exactly as written, without block counts or terminator.
+    messages_raw: bytes
+    #: How many items ``messages_raw`` holds.
+    message_count: int
+    sequence: int
+    tenant_id: str
+    created_at: datetime
+    package_version: str
+    safe_boundary: bool
+    version: int
+
+    def messages(self) -> tuple[dict[str, Any], ...]:
+        """The messages decoded, equal to the decoded checkpoint's ``messages``."""
+        return decode_messages(self.messages_raw, self.message_count)
+
+
+class SkimmedPause(NamedTuple):
+    """A ``PauseRecorded``'s fields (same names and values as the decoded one), its checkpoint
+    skimmed, and the record it was read from."""
+
+    event_id: str
+    occurred_at: datetime
+    package_version: str
+    checkpoint: SkimmedCheckpoint
+    token_id: str
+    request_json: str
+    request_hash: str
+    response_schema: str
+    expires_at: datetime
+    #: ``expires_at`` in milliseconds since the epoch, as it travels.
+    expires_at_ms: int
+    #: The single-object record skimmed: the bytes given, or for a pause written with an earlier
+    #: schema version, the same pause written with today's.
+    value: bytes
+
+    def decode(self) -> PauseRecorded:
+        """The full value, for the rare reader that needs the messages as a ``PauseRecorded``."""
+        return decode(self.value, PauseRecorded)
+
+
+class _Skim(NamedTuple):
+    header: bytes  # C3 01 + the current PauseRecorded fingerprint
+    reader: CompiledSchema | None  # None: the schema has something the walk cannot check
+    message: CompiledSchema
+
+
+@functools.cache
+def _skim() -> _Skim:
+    message = compile_schema(schema_for("Message"))
+    if message is None:  # the compiler covers every current schema; a test holds it to that
+        raise RuntimeError("the Message schema is not compiled")
+    return _Skim(
+        header=MAGIC + fingerprint_of("PauseRecorded"),
+        reader=compile_skim(schema_for("PauseRecorded"), frozenset({_RAW_FIELD})),
+        message=message,
+    )
+
+
+def skim_pause(value: bytes) -> SkimmedPause:
+    """The pause in ``value``, its messages kept as bytes, or the :class:`DecodeError`
+    :func:`~turnlog.wire.codec.decode` raises for it (``not_single_object``,
+    ``unknown_fingerprint``, ``unexpected_type``, ``truncated_body``, ``malformed_body``,
+    ``trailing_bytes``, ``unsupported_version``).
+
+    A pause written with the current schema is walked, not decoded; anything else (another
+    fingerprint, or a schema the walk cannot check) goes through the full decoder.
+    """
+    if not isinstance(value, bytes):
+        if not isinstance(value, bytearray | memoryview):
+            raise DecodeError("not_single_object", f"expected bytes, got {type(value).__name__}")
+        value = bytes(value)
+    skim = _skim()
+    header = skim.header
+    if skim.reader is None or value[: len(header)] != header:
+        return _from_value(decode(value, PauseRecorded))
+    try:
+        record, end = skim.reader.read(value, len(header))
+    except DecodeError as refused:
+        _refuse(value, refused)
+    checkpoint = record["checkpoint"]
+    if end != len(value) or checkpoint["version"] != TURN_STATE_VERSION:
+        _refuse(value, None)
+    raw, count = checkpoint["messages"]
+    expires_at = record["expires_at"]
+    return SkimmedPause(
+        record["event_id"],
+        record["occurred_at"],
+        record["package_version"],
+        SkimmedCheckpoint(
+            checkpoint["run_id"],
+            checkpoint["session_id"],
+            checkpoint["thread_id"],
+            checkpoint["checkpoint_id"],
+            checkpoint["scope_hash"],
+            checkpoint["tool_call_id"],
+            checkpoint["interrupt_id"],
+            checkpoint["name"],
+            checkpoint["prompt"],
+            raw,
+            count,
+            checkpoint["sequence"],
+            checkpoint["tenant_id"],
+            checkpoint["created_at"],
+            checkpoint["package_version"],
+            checkpoint["safe_boundary"],
+            checkpoint["version"],
+        ),
+        record["token_id"],
+        record["request_json"],
+        record["request_hash"],
+        record["response_schema"],
+        expires_at,
+        (expires_at - _EPOCH) // _MILLI,
+        value,
+    )
+
+
+def decode_messages(raw: bytes, count: int) -> tuple[dict[str, Any], ...]:
+    """``count`` encoded ``Message`` items (a ``messages_raw``) as message dicts; a
+    :class:`DecodeError` for bytes that do not hold exactly that many."""
+    reader = _skim().message
+    found = []
+    p = 0
+    for _ in range(count):
+        message, p = reader.read(raw, p)
+        found.append(message)
+    if p != len(raw):
+        raise DecodeError("trailing_bytes", f"{len(raw) - p} bytes follow the {count} messages")
+    return tuple(found)
+
+
+def _refuse(value: bytes, refused: DecodeError | None) -> NoReturn:
+    """Raise the full decoder's refusal of ``value``: the same reason and detail a decode
+    gives, whatever the walk tripped over first."""
+    decode(value, PauseRecorded)
+    # The walk refused what the decoder reads: a bug here, never a reason to let a record in.
+    raise refused or DecodeError("malformed_body", "PauseRecorded body refused by the skim")
+
+
+def _from_value(pause: PauseRecorded) -> SkimmedPause:
+    """A skim of a fully decoded pause: its messages written again with today's schema."""
+    parts: list[bytes] = []
+    write = _skim().message.write
+    for message in pause.checkpoint.messages:
+        write(dict(message), parts.append)
+    cp = pause.checkpoint
+    record: Mapping[str, Any] = to_record(cp)
+    return SkimmedPause(
+        pause.event_id,
+        pause.occurred_at,
+        pause.package_version,
+        SkimmedCheckpoint(
+            **{k: v for k, v in record.items() if k != "messages"},
+            messages_raw=b"".join(parts),
+            message_count=len(cp.messages),
+        ),
+        pause.token_id,
+        pause.request_json,
+        pause.request_hash,
+        pause.response_schema,
+        pause.expires_at,
+        (pause.expires_at - _EPOCH) // _MILLI,
+        encode(pause),
+    )
