@@ -67,6 +67,7 @@ class InboxService:
         *,
         refresh_seconds: float = 0.3,
         outcome_timeout: float = 120.0,
+        projection_wait: float = 30.0,
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.tl = turnlog
@@ -76,6 +77,7 @@ class InboxService:
         self._projection = projection
         self._refresh = refresh_seconds
         self._outcome_timeout = outcome_timeout
+        self._projection_wait = projection_wait
         self.clock = clock
         self.version = 0
         self._changed = asyncio.Event()
@@ -90,10 +92,16 @@ class InboxService:
     # -- lifecycle --------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if not (self._projection / "CURRENT").is_file():
-            raise StoreError(
-                f"no projection at {self._projection}: run `turnlog project` beside the inbox"
-            )
+        """Open the projection, waiting up to ``projection_wait`` seconds for a projector that
+        is starting beside the inbox to create it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._projection_wait
+        while not (self._projection / "CURRENT").is_file():
+            if loop.time() >= deadline:
+                raise StoreError(
+                    f"no projection at {self._projection}: run `turnlog project` beside the inbox"
+                )
+            await asyncio.sleep(0.2)
         self._scratch = Path(tempfile.mkdtemp(prefix="turnlog-inbox-"))
         self._store = Store.open_secondary(self._projection, self._scratch)
         self._catch_up()
