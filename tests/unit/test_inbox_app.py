@@ -16,8 +16,8 @@ import pytest
 from tests.unit.test_inbox_views import NOW, put
 from turnlog import Settings, Turnlog
 from turnlog.clock import utc_now
-from turnlog.errors import ConfigurationError, StoreError
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL
+from turnlog.errors import ConfigurationError, StoreError
 from turnlog.inbox.app import CSP, create_app
 from turnlog.inbox.auth import ViewerTokens
 from turnlog.inbox.service import InboxService
