@@ -1,0 +1,77 @@
+"""``turnlog inbox token`` and the inbox verb's refusals that need no broker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from turnlog.cli import app
+from turnlog.cli import inbox as inbox_cli
+from turnlog.inbox.auth import Viewer, ViewerTokens, viewer_keyring
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_token_mints_a_viewer_token_creating_the_viewer_key_once(tmp_path: Path) -> None:
+    keys = str(tmp_path / "keys")
+    code, out, err = run("--keys-dir", keys, "inbox", "token", "--name", "alice",
+                         "--scope", "tenant-a", "--scope", "tenant-b")  # fmt: skip
+    assert (code, err) == (0, "")
+    viewers = ViewerTokens(viewer_keyring(tmp_path / "keys" / "viewers"))
+    assert viewers.verify(out.strip()) == Viewer("alice", frozenset({"tenant-a", "tenant-b"}))
+    code, again, _ = run("--keys-dir", keys, "inbox", "token", "--name", "bob", "--scope", "*")
+    assert code == 0 and viewers.verify(again.strip()) == Viewer("bob", frozenset({"*"}))
+    other = ViewerTokens(viewer_keyring(tmp_path / "keys" / "viewers"), issuer="x", audience="x")
+    assert other.verify(again.strip()) is None  # another inbox's issuer
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "said"),
+    [
+        (["--name", "a"], 2, "--scope"),
+        (["--name", "a", "--scope", "x", "--hours", "0"], 2, "--hours must be above 0"),
+        (["--name", " ", "--scope", "x"], 2, "needs a name"),
+    ],
+)
+def test_token_refuses_in_one_line(tmp_path: Path, args: list[str], code: int, said: str) -> None:
+    got, _, err = run("--keys-dir", str(tmp_path), "inbox", "token", *args)
+    assert got == code and said in err
+    if code == 2 and "Usage" not in err:
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_serving_without_the_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inbox_cli, "_EXTRA_MODULES", ("starlette", "no_such_module_for_inbox"))
+    code, _, err = run("inbox")
+    assert code == 1
+    assert err.strip() == f"error: {inbox_cli.EXTRA_MISSING}"
+    assert "pip install 'turnlog[inbox]'" in err
+
+
+def test_serving_refuses_a_bad_port() -> None:
+    code, _, err = run("inbox", "--port", "70000")
+    assert code == 2 and "--port must be 0..65535" in err
+
+
+def test_turnlog_and_its_command_import_without_the_extra() -> None:
+    blocker = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in {'starlette', 'uvicorn', 'jinja2', 'multipart'}:\n"
+        "            raise ImportError(name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import turnlog, turnlog.cli, turnlog.inbox.auth, turnlog.inbox.views\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('starlette', 'uvicorn'))))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", blocker], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr
