@@ -29,16 +29,16 @@ chromium:
 	@bash scripts/ensure-chromium.sh
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench docs/snippets docs/_ext
+	$(BIN)/ruff format --check src tests bench docs/snippets docs/_ext
 	$(BIN)/mypy
 
 # Starts the local broker unless TURNLOG_BOOTSTRAP_SERVERS names one, and stops it afterwards
-# only if this run started it.
-test: $(STAMP) lint chromium
+# only if this run started it. The suite builds the docs site too, hence the docs extra.
+test: $(STAMP) $(DOCS_STAMP) lint chromium
 	@bash scripts/with-broker.sh $(BIN)/pytest tests
 
-unit: $(STAMP)
+unit: $(STAMP) $(DOCS_STAMP)
 	$(BIN)/pytest tests/unit
 
 demo: $(STAMP)
