@@ -75,3 +75,21 @@ def test_turnlog_and_its_command_import_without_the_extra() -> None:
         [sys.executable, "-c", blocker], capture_output=True, text=True, check=False
     )
     assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr
+
+
+def test_the_inbox_room_keeps_its_rules() -> None:
+    """ARCHITECTURE.md's row: the web stack only in app/server/demo's own imports, and the room
+    imported by nothing outside it but the inbox verb."""
+    from tests.unit.test_architecture import PACKAGE, _imports, _modules
+
+    web = {"starlette", "uvicorn", "jinja2", "multipart"}
+    on_web, on_inbox = set(), set()
+    for name, path in _modules().items():
+        for imported, _ in _imports(path):
+            if imported.split(".")[0] in web:
+                on_web.add(name)
+            if imported.startswith("turnlog.inbox") and not name.startswith("turnlog.inbox"):
+                on_inbox.add(name)
+    assert on_web == {"turnlog.inbox.app", "turnlog.inbox.server"}
+    assert on_inbox == {"turnlog.cli.inbox"}
+    assert (PACKAGE / "inbox" / "templates" / "base.html").is_file()
