@@ -32,6 +32,7 @@ from turnlog.inbox.app import create_app
 from turnlog.inbox.auth import ViewerTokens
 from turnlog.inbox.server import InboxServer
 from turnlog.inbox.service import InboxService
+from turnlog.producers.forget import forget_thread
 from turnlog.projections.projector import CheckpointProjector
 from turnlog.projections.store import Store
 from turnlog.tokens import Keyring, generate_ed25519
@@ -279,6 +280,25 @@ async def test_a_pause_answered_elsewhere_leaves_the_open_list_live(inbox: Inbox
         await inbox.tl.answer(paused.token, answer, **paused.axes)
         await expect(row).to_have_count(0, timeout=45_000)
         await expect(detail.locator("#pause-status")).to_contain_text("Already answered")
+        await expect(detail.get_by_role("button", name="Send answer")).to_be_disabled()
+    finally:
+        await context.close()
+
+
+async def test_a_forgotten_pause_leaves_the_open_list_and_page_live(inbox: Inbox) -> None:
+    context = await inbox.context(["tenant-a"])
+    try:
+        thread = inbox.thread("forgotten")
+        paused = await inbox.pause(sample_checkpoint(thread), QUESTION)
+        page = await context.new_page()
+        await page.goto(inbox.url)
+        row = page.locator(f"li.pause[data-token='{paused.token_id}']")
+        await expect(row).to_be_visible(timeout=15_000)
+        detail = await context.new_page()
+        await detail.goto(f"{inbox.url}/pause/{paused.token_id}")
+        await forget_thread(inbox.settings, inbox.tl.topics, thread)
+        await expect(row).to_have_count(0, timeout=30_000)
+        await expect(detail.locator("#pause-status")).to_have_text("no longer available")
         await expect(detail.get_by_role("button", name="Send answer")).to_be_disabled()
     finally:
         await context.close()
