@@ -19,13 +19,16 @@ from typing import Any
 
 import griffe
 
-ROLE = re.compile(r":(?:class|meth|func|mod|attr|exc|data|obj):`~?([^`]+)`")
+ROLE = re.compile(r":(?:class|meth|func|mod|attr|exc|data|obj):`(~?)([^`]+)`")
 LITERAL = re.compile(r"(\S)::$", re.M)
 BARE_LITERAL = re.compile(r"^(\s*)::$", re.M)
 
 
 def _markdown(text: str) -> str:
-    text = ROLE.sub(lambda m: f"`{m.group(1)}`", text)
+    # reST's ~ shows only the last part of a dotted name.
+    text = ROLE.sub(
+        lambda m: f"`{m.group(2).rsplit('.', 1)[-1] if m.group(1) else m.group(2)}`", text
+    )
     text = LITERAL.sub(r"\1:", text)
     return BARE_LITERAL.sub("", text)
 

@@ -135,10 +135,28 @@ def _parse_bool(raw: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
+    """Where the broker is and how a deployment is shaped: one frozen value per process.
+
+    Build it once at the edge -- ``Settings.from_env()`` reads each field from its ``TURNLOG_*``
+    variable (the ``ENV`` mapping: ``partitions`` from ``TURNLOG_PARTITIONS``, ...), keyword
+    overrides win -- and pass it down; ``with_(...)`` gives a changed copy. Every value is
+    checked when the value is built, and a bad one raises :class:`SettingError` naming the
+    variable or option it came from, never later and deep inside a Kafka call.
+
+    Every process of one deployment needs the same ``topic_prefix``, ``partitions`` and
+    ``application_id`` (the topics' names and the worker group), and verifying processes the
+    same ``issuer``, ``audience`` and keys.
+    """
+
+    #: The Kafka bootstrap servers, ``host:port[,host:port...]``.
     bootstrap_servers: str = DEFAULT_BOOTSTRAP
+    #: The prefix of the five topics' names (``<prefix>pauses``, ``<prefix>answers``, ...).
     topic_prefix: str = DEFAULT_PREFIX
+    #: Where this process keeps its local stores (one process per directory).
     state_dir: Path = field(default_factory=lambda: Path(".turnlog/state"))
+    #: The worker group's id and the prefix of the workers' transactional ids.
     application_id: str = "turnlog"
+    #: Partitions of every topic of the set; fixed once the topics exist.
     partitions: int = 6
     #: Replication of the topics turnlog creates (managed services refuse 1; use 3 there).
     replication_factor: int = 1
@@ -147,11 +165,16 @@ class Settings:
     #: False: no process creates topics (an operator applies ``turnlog topics plan``);
     #: readiness then only verifies them and refuses a missing or mismatched one by name.
     create_topics: bool = True
+    #: How long answers may share one worker transaction before it commits.
     commit_interval_ms: int = 100
+    #: The token keys: ``<kid>.private.pem`` signs, every key verifies.
     keys_dir: Path = field(default_factory=lambda: Path(".turnlog/keys"))
+    #: The tokens' ``iss`` and ``aud`` claims, checked at verification.
     issuer: str = "turnlog"
     audience: str = "turnlog-answers"
+    #: A pause's window: unanswered this long, it expires.
     token_ttl_seconds: int = 7 * 24 * 3600
+    #: Clock skew allowed when checking a token's window.
     token_leeway_seconds: int = 5
     #: How long a client keeps retrying an unreachable broker before giving up (a rolling
     #: restart of a three-node cluster takes a few minutes; the CLI then exits 4).
@@ -238,4 +261,5 @@ class Settings:
         return cls(**values)
 
     def with_(self, **changes: Any) -> Settings:
+        """A copy with ``changes`` applied, checked like any other value."""
         return replace(self, **changes)

@@ -147,3 +147,43 @@ def test_the_transcripts_print_what_the_page_shows(
             for want, got in zip(step.expected, actual, strict=True):
                 assert matches(want, got), f"{want!r} != {got!r}\n{shown}"
     assert ran > 0
+
+
+def _kafka_libs() -> Path:
+    """The Apache Kafka jars the local broker runs from (fetched once by kafka.sh, as CI does)."""
+    subprocess.run(
+        ["bash", str(ROOT / "compose" / "kafka-local" / "kafka.sh"), "fetch"],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    home = Path(os.environ.get("KAFKA_LOCAL_HOME", ROOT / ".kafka"))
+    libs = sorted(p for p in home.glob("lib-*") if (p / ".complete").is_file())
+    assert libs, f"no fetched Kafka jars under {home}"
+    return libs[-1]
+
+
+def test_the_java_partitioner_on_the_client_page_agrees_with_turnlogs() -> None:
+    """``docs/snippets/Partition.java`` computes the partition with Kafka's own ``Utils``, as the
+    client page shows a Java publisher doing; it must agree with turnlog's routing, or a Java
+    client following the page would have its answers refused as misrouted."""
+    from turnlog.kafka.partitioning import partition_for
+
+    threads = ["thread-1", "thread-2", "a", "thréad-ü", "线程-7", "x" * 200, "tenant-a/run 9"]
+    expected = [f"{t} {partition_for(t, n)}" for n in (1, 6, 7, 64) for t in threads]
+    got: list[str] = []
+    for partitions in (1, 6, 7, 64):
+        run = subprocess.run(
+            ["java", "-cp", f"{_kafka_libs()}/*", str(DOCS / "snippets" / "Partition.java"),
+             str(partitions), *threads],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )  # fmt: skip
+        assert run.returncode == 0, run.stderr
+        got += run.stdout.splitlines()
+        assert [line.rsplit(" ", 1)[1] for line in run.stdout.splitlines()] == [
+            str(partition_for(t, partitions)) for t in threads
+        ]
+    assert got == expected

@@ -28,8 +28,6 @@ from turnlog.wire.codec import fingerprint_of
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-# Written by the inbox's own work: in the nav once it is in the repository.
-NOT_OURS = frozenset({"tutorials/inbox.md"})
 
 
 def page(name: str) -> str:
@@ -174,15 +172,20 @@ def _config() -> dict[str, object]:
 
 def test_every_page_is_in_the_navigation_in_the_reading_order() -> None:
     nav = _config()["nav"]
-    listed = _nav_pages(nav)
-    ours = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")} - NOT_OURS
-    assert ours <= set(listed)
     assert isinstance(nav, list)
-    sections = [next(iter(item)) for item in nav if isinstance(item, dict)]
-    assert sections == [
+    pages = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+    assert set(_nav_pages(nav)) == pages
+    sections = {next(iter(item)): item[next(iter(item))] for item in nav}
+    assert list(sections) == [
         "Home", "Concepts", "Guarantees and failure modes", "Tutorials", "Operations",
         "API reference",
     ]  # fmt: skip
+    tutorials = _nav_pages(sections["Tutorials"])
+    adapters = {f"adapters/{p.name}" for p in (DOCS / "adapters").glob("*.md")}
+    # The order: first turn, approvals, each adapter, any client, the inbox.
+    assert tutorials[:2] == ["tutorials/first-resumed-turn.md", "tutorials/approvals.md"]
+    assert set(tutorials[2:-2]) == adapters
+    assert tutorials[-2:] == ["tutorials/any-client.md", "tutorials/inbox.md"]
 
 
 def test_the_api_reference_documents_the_public_api_and_nothing_else() -> None:
@@ -197,6 +200,56 @@ def test_the_api_reference_documents_the_public_api_and_nothing_else() -> None:
     assert public <= set(documented) | tree
     assert len(documented) == len(set(documented)), "a name documented twice"
     assert not public & tree & set(documented), "documented twice: directly and in the tree"
+
+
+def _all_pages() -> str:
+    return "\n".join(p.read_text() for p in sorted(DOCS.rglob("*.md")))
+
+
+def test_every_turnlog_variable_the_pages_name_is_read_by_the_code() -> None:
+    named = set(re.findall(r"\bTURNLOG_[A-Z0-9_]*[A-Z0-9]\b", _all_pages()))
+    assert len(named) >= 20
+    source = "\n".join(p.read_text() for p in (ROOT / "src").rglob("*.py"))
+    for variable in sorted(named):
+        # A family named by its first member: TURNLOG_KAFKA_SASL_USERNAME / _PASSWORD.
+        assert variable in source, variable
+
+
+def test_the_settings_table_gives_each_default_as_the_code_has_it() -> None:
+    from turnlog.settings import ENV, Settings
+
+    rows = table_rows(
+        section(page("operations/topics.md"), "Settings that shape the topics and the worker")
+    )
+    by_variable = {variable: field for field, variable in ENV.items()}
+    defaults = Settings()
+    assert len(rows) >= 10
+    for variable, default, _ in rows:
+        value = getattr(defaults, by_variable[variable.strip("`")])
+        shown = default.strip("`")
+        expected = str(value).lower() if isinstance(value, bool) else str(value)
+        assert shown == expected.removesuffix(".0"), variable
+
+
+def test_every_metric_the_pages_name_is_exposed() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from turnlog.observability.metrics import (
+        projector_metrics,
+        resumed_turns_metrics,
+        worker_metrics,
+    )
+
+    registry = CollectorRegistry()
+    worker_metrics(registry)
+    projector_metrics(registry)
+    resumed_turns_metrics(registry)
+    suffixes = {"counter": ("_total",), "histogram": ("", "_bucket", "_count", "_sum")}
+    exposed = {family.name + suffix for family in registry.collect()
+               for suffix in suffixes.get(family.type, ("",))}  # fmt: skip
+    named = set(re.findall(r"\bturnlog_[a-z_]+[a-z]\b", _all_pages()))
+    assert len(named) >= 15
+    assert sorted(named - exposed) == []
 
 
 def test_the_diagram_renders_without_fetching_anything() -> None:
