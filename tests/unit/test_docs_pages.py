@@ -259,3 +259,40 @@ def test_the_diagram_renders_without_fetching_anything() -> None:
     svg = (DOCS / "img" / "dataflow.svg").read_text()
     assert "<script" not in svg and "http://" not in svg.replace("http://www.w3.org/2000/svg", "")
     assert "https://" not in svg
+
+
+def _fenced(text: str, language: str) -> list[str]:
+    return re.findall(rf"^```{language}[^\n]*\n(.*?)^```", text, re.S | re.M)
+
+
+def test_no_page_of_ours_holds_python_the_suite_does_not_run() -> None:
+    """Python on the pages is included from docs/snippets/ or examples/ (run by the suite),
+    never written into the page where it could drift."""
+    for path in sorted(DOCS.rglob("*.md")):
+        if path.name == "inbox.md":
+            continue  # the inbox's page: its own test runs its Python
+        for block in _fenced(path.read_text(), "python"):
+            assert re.fullmatch(r'--8<-- "[^"]+"\n', block), f"{path.relative_to(ROOT)}: {block}"
+
+
+def test_the_approval_decisions_shown_as_json_are_what_the_helpers_build() -> None:
+    from turnlog import approve, edit, reject
+
+    (block,) = _fenced(page("tutorials/approvals.md"), "json")
+    shown = [json.loads(line) for line in block.splitlines()]
+    arguments = {"service": "billing", "region": "eu"}
+    built = [
+        approve("deploy", arguments),
+        edit("deploy", arguments, {"service": "billing", "region": "us"}),
+        reject("deploy", arguments, "not on a Friday"),
+    ]
+    for one, made in zip(shown, built, strict=True):
+        assert one.keys() == made.keys()
+        assert {**one, "arguments_hash": made["arguments_hash"]} == made
+
+
+def test_the_alert_rules_are_yaml_prometheus_can_load() -> None:
+    (block,) = _fenced(page("operations/monitoring.md"), "yaml")
+    rules = yaml.safe_load(block)["groups"][0]["rules"]
+    assert len(rules) >= 5
+    assert all({"alert", "expr"} <= set(rule) for rule in rules)
