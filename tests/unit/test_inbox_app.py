@@ -19,7 +19,7 @@ from turnlog.clock import utc_now
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL
 from turnlog.errors import ConfigurationError, StoreError
 from turnlog.inbox.app import CSP, create_app
-from turnlog.inbox.auth import ViewerTokens
+from turnlog.inbox.auth import Viewer, ViewerTokens
 from turnlog.inbox.service import InboxService
 from turnlog.projections.store import Store
 from turnlog.tokens import Keyring, generate_ed25519
@@ -55,6 +55,7 @@ def projection(tmp_path: Path) -> Iterator[Path]:
         put(store, "mine", "t-mine")
         put(store, "theirs", "t-theirs", scope="tenant-b")
         put(store, "late", "t-late", expires=NOW + timedelta(milliseconds=1))
+        put(store, "xss", "t-xss", request={"question": "<img src=x onerror=alert(1)>"})
         put(
             store, "call", "t-call", interaction=APPROVE_TOOL_CALL,
             request={"tool": "deploy", "arguments": {"replicas": 3}},
@@ -65,7 +66,9 @@ def projection(tmp_path: Path) -> Iterator[Path]:
 @pytest.fixture
 async def client(projection: Path, tmp_path: Path) -> AsyncIterator[Client]:
     ring = Keyring.ed25519("k", generate_ed25519("k")[0])
-    settings = Settings(bootstrap_servers="127.0.0.1:1", state_dir=tmp_path / "state")
+    settings = Settings(
+        bootstrap_servers="127.0.0.1:1", state_dir=tmp_path / "state", broker_timeout_seconds=1
+    )
     viewers = ViewerTokens(Keyring.ed25519("v", generate_ed25519("v")[0]))
     async with (
         Turnlog(settings, keyring=ring) as tl,
@@ -163,3 +166,32 @@ async def test_the_inbox_waits_for_a_projection_then_names_what_to_run(tmp_path:
         with pytest.raises(ConfigurationError, match="only verifies"):
             InboxService(verifying_only, tmp_path / "none")
         await verifying_only.close()
+
+
+async def test_the_live_stream_s_ids_are_each_viewer_s_part(client: Client) -> None:
+    alice = Viewer("alice", frozenset({"tenant-a"}))
+    assert client.service.visible_ids(alice) == ["t-call", "t-mine", "t-xss"]
+    assert client.service.visible_ids(Viewer("ops", frozenset({"*"}))) == [
+        "t-call", "t-mine", "t-theirs", "t-xss",
+    ]  # fmt: skip
+    assert client.service.visible_ids(Viewer("z", frozenset({"tenant-z"}))) == []
+
+
+async def test_what_a_pause_says_is_shown_as_text_never_as_markup(client: Client) -> None:
+    await client.login("tenant-a")
+    for path in ("/", "/pause/t-xss"):
+        page = (await client.http.get(path)).text
+        assert "<img src=x" not in page
+        assert "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+async def test_an_answer_kafka_cannot_take_says_so_and_may_be_sent_again(client: Client) -> None:
+    csrf = await client.login("tenant-a")
+    data = {"csrf": csrf, "q0": "", "other0": "eu"}
+    for _ in range(2):  # the failed try took nothing: the second is tried again, not refused
+        sent = await client.http.post(
+            "/pause/t-mine/answer", data=data, headers={"Accept": "application/json"}
+        )
+        assert sent.status_code == 503
+        assert "Kafka is not reachable" in sent.json()["words"]
+        assert client.service.answered_here("t-mine") is None

@@ -27,7 +27,6 @@ from turnlog.inbox.views import (
     pause_view,
     pending_for,
     questions_of,
-    visible_ids,
 )
 from turnlog.projections.store import Store
 from turnlog.wire.codec import encode
@@ -90,7 +89,6 @@ def test_the_list_holds_the_viewer_s_pending_pauses_oldest_first(store: Store) -
         "old-a", "new-a", "call-a", "other-b",
     }  # fmt: skip
     assert pending_for(store, Viewer("nobody", frozenset({"tenant-z"})), NOW) == []
-    assert visible_ids(store, ALICE, NOW) == ["t1", "t2", "t6"]
 
 
 def test_filters_narrow_by_interaction_and_a_part_of_the_thread(store: Store) -> None:

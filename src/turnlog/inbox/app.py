@@ -19,11 +19,13 @@ A pause the viewer may not answer is a 404 everywhere, the same as one that does
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from aiokafka.errors import KafkaError
 from starlette.applications import Starlette
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -33,10 +35,13 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from turnlog.errors import TurnlogError
 from turnlog.inbox.auth import Csrf, Viewer, ViewerVerifier
 from turnlog.inbox.forms import FormProblem
 from turnlog.inbox.service import Closed, InboxService
-from turnlog.inbox.views import duration, pending_for, visible_ids
+from turnlog.inbox.views import duration, pending_for
+
+log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
 SESSION: Final = "turnlog_session"
@@ -261,7 +266,7 @@ class _Pages:
             version = -1
             while not service.closing.is_set():
                 version = await service.changed(version, heartbeat)
-                ids = visible_ids(service.store, viewer, service.clock())
+                ids = service.visible_ids(viewer)
                 yield f"event: pending\ndata: {json.dumps(ids)}\n\n"
 
         return StreamingResponse(
@@ -316,6 +321,12 @@ class _Pages:
             return self._said(request, 409, "closed", str(exc))
         except FormProblem as exc:
             return self._said(request, 422, "invalid", str(exc))
+        except (TurnlogError, KafkaError, OSError, TimeoutError) as exc:
+            # Kafka unreachable (past the outage budget), or the publish failed: nothing was
+            # taken, so the person may simply send again.
+            log.warning("inbox: could not publish an answer to %s: %s", token_id, exc)
+            words = "could not send the answer just now (Kafka is not reachable); try again"
+            return self._said(request, 503, "unavailable", words)
         if _wants_json(request):
             return JSONResponse({"state": "sent", "answer_id": answer_id}, status_code=202)
         return RedirectResponse(f"/answers/{answer_id}", status_code=303)

@@ -75,7 +75,7 @@ def response_for(pause: PauseView, form: Form) -> Any:
 def _ask_user(pause: PauseView, form: Form) -> Any:
     answers = []
     for number, question in enumerate(pause.questions):
-        chosen = list(form.get(f"q{number}") or ())
+        chosen = [c for c in form.get(f"q{number}") or () if c]
         offered = {o.label for o in question.options}
         unknown = [c for c in chosen if c not in offered]
         if unknown:

@@ -32,13 +32,19 @@ from turnlog.consumers.outcomes import AnswerOutcome
 from turnlog.contracts.axes import Axes
 from turnlog.contracts.refusals import RefusalReason, Refused
 from turnlog.errors import StoreError
-from turnlog.inbox.auth import Viewer
+from turnlog.inbox.auth import ALL_SCOPES, Viewer
 from turnlog.inbox.forms import Form, plain_words, response_for
-from turnlog.inbox.views import ANSWERED, PENDING, PauseView, pause_view
+from turnlog.inbox.views import ANSWERED, LIST_LIMIT, PENDING, PauseView, pause_view, pending_for
 from turnlog.projections.store import Store
 from turnlog.tokens import PauseClaims, TokenIssuer
 
 log = logging.getLogger(__name__)
+
+#: Who the live stream's shared reading is made for; each viewer then sees their part of it.
+EVERYONE = Viewer("", frozenset({ALL_SCOPES}))
+
+#: The most pending pauses the live stream follows.
+LIVE_LIMIT = 10 * LIST_LIMIT
 
 #: Refusals after which the same pause may not be tried again from this inbox.
 _FINAL = frozenset({RefusalReason.ALREADY_CONSUMED.value, RefusalReason.PAUSE_EXPIRED.value})
@@ -87,6 +93,7 @@ class InboxService:
         self._seen: tuple[Any, ...] = ()
         self._sent: dict[str, _Sent] = {}
         self._by_token: dict[str, str] = {}
+        self._pending: tuple[int, list[PauseView]] = (-1, [])
         self.closing = asyncio.Event()
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -143,8 +150,10 @@ class InboxService:
         store = self.store
         offsets = store.catch_up()
         now_ms = int(self.clock().timestamp() * 1000)
-        # Offsets say a fact arrived; the count also moves when a window closes with no record.
-        seen = (tuple(sorted(offsets.items())), sum(1 for _ in store.pending(now_ms)))
+        # Offsets say a fact arrived; a window that closes writes no record, but the soonest
+        # deadline still open then changes (one key read, however many pauses wait).
+        soonest = next(store.pending(now_ms), None)
+        seen = (tuple(sorted(offsets.items())), soonest.token_id if soonest else None)
         if seen != self._seen:
             self._seen = seen
             self.version += 1
@@ -174,6 +183,14 @@ class InboxService:
         if view is None or not viewer.may_answer(view.scope_hash):
             return None
         return view
+
+    def visible_ids(self, viewer: Viewer) -> list[str]:
+        """The token ids of every pending pause ``viewer`` may answer: what the live list
+        compares. The pending pauses are read once per version, whatever the viewers."""
+        if self._pending[0] != self.version:
+            everyone = pending_for(self.store, EVERYONE, self.clock(), limit=LIVE_LIMIT)
+            self._pending = (self.version, everyone)
+        return sorted(v.token_id for v in self._pending[1] if viewer.may_answer(v.scope_hash))
 
     def answered_here(self, token_id: str) -> str | None:
         """The answer id this inbox sent for ``token_id`` and still stands by, if any."""

@@ -244,11 +244,6 @@ def pending_for(
     return found[:limit]
 
 
-def visible_ids(store: Store, viewer: Viewer, now: datetime) -> list[str]:
-    """The token ids of every pending pause ``viewer`` may answer (what the live list compares)."""
-    return sorted(v.token_id for v in pending_for(store, viewer, now, limit=10 * LIST_LIMIT))
-
-
 def duration(delta: timedelta) -> str:
     """``3d 4h``, ``5h 12m``, ``7m 3s``, ``42s``: two units at most, for ages and time left."""
     seconds = int(delta.total_seconds())
