@@ -363,19 +363,18 @@ async def test_tool_approval_approve_edit_validated_and_reject_with_reason(inbox
 async def test_an_expired_pause_cannot_be_answered(inbox: Inbox) -> None:
     context = await inbox.context(["tenant-a"])
     try:
-        paused = await inbox.pause(sample_checkpoint(inbox.thread("expiring")), QUESTION, ttl=4)
-        page = await context.new_page()
-        await page.goto(inbox.url)
-        row = page.locator(f"li.pause[data-token='{paused.token_id}']")
-        await expect(row).to_be_visible(timeout=15_000)
-        await row.locator("a.open").click()
-        csrf = await _csrf(page)
-        # The window closes: the open page says so, live, and the list drops the pause.
-        await expect(page.locator("#pause-status")).to_contain_text("xpired", timeout=20_000)
-        await expect(page.get_by_role("button", name="Send answer")).to_be_disabled()
+        paused = await inbox.pause(sample_checkpoint(inbox.thread("expiring")), QUESTION, ttl=6)
         listed = await context.new_page()
         await listed.goto(inbox.url)
-        await expect(listed.locator(f"li.pause[data-token='{paused.token_id}']")).to_have_count(0)
+        row = listed.locator(f"li.pause[data-token='{paused.token_id}']")
+        await expect(row).to_be_visible(timeout=15_000)
+        page = await context.new_page()
+        await page.goto(f"{inbox.url}/pause/{paused.token_id}")
+        csrf = await _csrf(page)
+        # The window closes: the open page says so and the open list drops the pause, live.
+        await expect(page.locator("#pause-status")).to_contain_text("xpired", timeout=20_000)
+        await expect(page.get_by_role("button", name="Send answer")).to_be_disabled()
+        await expect(row).to_have_count(0)
         # Sent anyway, straight to the endpoint: refused, and nothing published.
         sent = await page.request.post(
             f"{inbox.url}/pause/{paused.token_id}/answer",
