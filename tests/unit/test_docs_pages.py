@@ -270,7 +270,7 @@ def test_no_page_of_ours_holds_python_the_suite_does_not_run() -> None:
     never written into the page where it could drift."""
     for path in sorted(DOCS.rglob("*.md")):
         if path.name == "inbox.md":
-            continue  # the inbox's page: its own test runs its Python
+            continue  # tests/integration/test_inbox_tutorial.py runs the Python it shows
         for block in _fenced(path.read_text(), "python"):
             assert re.fullmatch(r'--8<-- "[^"]+"\n', block), f"{path.relative_to(ROOT)}: {block}"
 
