@@ -23,47 +23,70 @@ broker. Three rules of this module are what keeps the guarantee against hostile 
 from __future__ import annotations
 
 import logging
-import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol, runtime_checkable
 
-from turnlog import __version__
-from turnlog.contracts.events import AnswerRejected, AnswerSubmitted, PauseRecorded
+from turnlog.consumers import screening
+from turnlog.consumers.acceptance import Output, Verified, accept
+from turnlog.consumers.screening import (
+    DETAIL_CHARS,
+    ID_CHARS,
+    clip,
+    event_meta,
+    jti_of,
+    key_thread,
+)
+from turnlog.contracts.events import AnswerSubmitted, PauseRecorded
 from turnlog.contracts.interactions import InteractionRegistry
 from turnlog.contracts.ledger import LedgerEntry, Outcome
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
-from turnlog.contracts.resume import PreparedResume, is_replay, prepare_resume
+from turnlog.contracts.resume import is_replay
 from turnlog.errors import DecodeError
-from turnlog.kafka.partitioning import SEPARATOR, answer_key, consumption_key, partition_for
 from turnlog.kafka.reader import Record
 from turnlog.kafka.topics import TopicSet
-from turnlog.tokens import PauseClaims, TokenVerifier, peek_claims
+from turnlog.tokens import PauseClaims, TokenVerifier
 from turnlog.tokens.peek import ParsedToken, parse_token
 from turnlog.wire.codec import decode, encode
+from turnlog.wire.skim import SkimmedPause, skim_pause
 
 log = logging.getLogger(__name__)
 
-Output = tuple[str, bytes, bytes]  # topic, key, value
-
-#: Longest identifier (answer, token, thread id) echoed into a rejection, in characters.
-ID_CHARS = 256
-#: Longest detail written into a rejection, in characters.
-DETAIL_CHARS = 1000
-#: Longest unverified token id looked up in the ledger; a real one is 32 hex digits.
-_TOKEN_ID_CHARS = 256
+__all__ = [
+    "DETAIL_CHARS",
+    "AnswerHandler",
+    "BatchStoreView",
+    "Handled",
+    "Output",
+    "StoreView",
+    "clip",
+    "event_meta",
+]
 
 
 class StoreView(Protocol):
-    """What the handler reads of the worker's store."""
+    """What the handler reads of the worker's store. A pause may come decoded or skimmed (its
+    messages still encoded: the worker's, see :mod:`turnlog.consumers.acceptance`)."""
 
-    def pause(self, token_id: str) -> PauseRecorded | None: ...
+    def pause(self, token_id: str) -> PauseRecorded | SkimmedPause | None: ...
 
     def ledger(self, token_id: str) -> LedgerEntry | None: ...
 
     def pauses_applied(self, partition: int) -> int | None:
         """The next offset of pauses[partition] the store has applied (``None``: none)."""
+        ...
+
+
+@runtime_checkable
+class BatchStoreView(StoreView, Protocol):
+    """A store view that also answers for many tokens at once (RocksDB multi-gets): the
+    handler asks once per batch of answers instead of once per answer."""
+
+    def ledgers(self, token_ids: Sequence[str]) -> list[LedgerEntry | None]: ...
+
+    def pause_values(self, token_ids: Sequence[str]) -> list[bytes | None]:
+        """The stored pause record (single-object bytes) of each token, ``None`` where none."""
         ...
 
 
@@ -84,32 +107,13 @@ class Handled:
     answer_id: str | None = None
 
 
-def clip(text: str | None, limit: int) -> str:
-    """``text`` made safe to encode and at most about ``limit`` characters long.
+@dataclass
+class _Parsed:
+    """An answer that is routed right, with its token parsed once (not yet verified)."""
 
-    Fields echoed from a record are attacker-sized and may hold lone surrogates (legal in JSON,
-    not in UTF-8); written back unbounded they would make the rejection itself unwritable.
-    """
-    if text is None:
-        return ""
-    safe = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    if len(safe) <= limit:
-        return safe
-    return f"{safe[:limit]}... ({len(safe)} characters)"
-
-
-class _Verified:
-    """A verifier that answers with the outcome of the one verification already made."""
-
-    __slots__ = ("_outcome",)
-
-    def __init__(self, outcome: PauseClaims | Refused) -> None:
-        self._outcome = outcome
-
-    def verify(self, token: str, now: datetime) -> PauseClaims:
-        if isinstance(self._outcome, Refused):
-            raise self._outcome
-        return self._outcome
+    answer: AnswerSubmitted
+    parsed: ParsedToken | Refused
+    token_id: str | None
 
 
 @dataclass
@@ -120,6 +124,18 @@ class _Checked:
     token_id: str | None
     ledger: LedgerEntry | None
     verified: PauseClaims | Refused
+
+
+@dataclass
+class _Prefetched:
+    """One batch's store reads, by (unverified) token id; dropped after a catch-up."""
+
+    ledgers: dict[str, LedgerEntry | None] = field(default_factory=dict)
+    pauses: dict[str, bytes | None] = field(default_factory=dict)
+
+    def clear(self) -> None:
+        self.ledgers.clear()
+        self.pauses.clear()
 
 
 class AnswerHandler:
@@ -149,22 +165,69 @@ class AnswerHandler:
     ) -> Handled:
         """The outputs of ``record``; ``pending`` holds the tokens the open transaction spends
         (a duplicate inside the transaction is seen there) and gains this answer's."""
-        if record.value is None:
-            return Handled()  # a tombstone: the thread was forgotten
+        return (await self.handle_batch([record], pending, now))[0]
+
+    async def handle_batch(
+        self, records: Sequence[Record], pending: dict[str, LedgerEntry], now: datetime
+    ) -> list[Handled]:
+        """:meth:`handle` of each record in order, with the store read once for the batch: every
+        record is decoded and its token parsed first, then the ledger rows and pauses of all
+        their (unverified) token ids are read in one go -- local reads, like the single ones."""
+        first: list[_Parsed | Handled] = []
+        for record in records:
+            if record.value is None:
+                first.append(Handled())  # a tombstone: the thread was forgotten
+                continue
+            try:
+                first.append(self._parse(record, record.value, now))
+            except Exception as exc:  # noqa: BLE001 - one record must never stop the worker
+                first.append(self._unprocessable(record, exc, now))
+        prefetched = self._prefetch(first)
+        handled = []
+        for record, parsed in zip(records, first, strict=True):
+            if isinstance(parsed, Handled):
+                handled.append(parsed)
+            else:
+                handled.append(await self._handle(record, parsed, pending, now, prefetched))
+        return handled
+
+    def _prefetch(self, first: Sequence[_Parsed | Handled]) -> _Prefetched:
+        found = _Prefetched()
+        view = self.view
+        if not isinstance(view, BatchStoreView):
+            return found
+        ids = list({p.token_id: None for p in first if isinstance(p, _Parsed) and p.token_id})
         try:
-            checked = self._check(record, record.value, pending, now)
+            found.ledgers = dict(zip(ids, view.ledgers(ids), strict=True))
+            found.pauses = dict(zip(ids, view.pause_values(ids), strict=True))
+        except Exception:
+            log.warning("the batch read of the store failed; reading per answer", exc_info=True)
+            found.clear()
+        return found
+
+    async def _handle(
+        self,
+        record: Record,
+        parsed: _Parsed,
+        pending: dict[str, LedgerEntry],
+        now: datetime,
+        prefetched: _Prefetched,
+    ) -> Handled:
+        try:
+            checked = self._check(record, parsed, pending, now, prefetched)
         except Exception as exc:  # noqa: BLE001 - one record must never stop the worker
             return self._unprocessable(record, exc, now)
         if isinstance(checked, Handled):
             return checked
         try:
-            pause, stale = self._lookup(record, checked)
+            pause, stale = self._lookup(record, checked, prefetched)
         except Exception as exc:  # noqa: BLE001 - one record must never stop the worker
             return self._unprocessable(record, exc, now)
         if stale:
             # Reading the log is the worker's own business: if it fails, the broker is unwell,
             # not the answer -- the error propagates and the batch is retried.
             await self.catch_up(record.partition)
+            prefetched.clear()  # the store has moved on
         try:
             if stale and isinstance(checked.verified, PauseClaims):
                 pause = self.view.pause(checked.verified.token_id)
@@ -174,15 +237,13 @@ class AnswerHandler:
 
     # -- the steps ----------------------------------------------------------------------------
 
-    def _check(
-        self, record: Record, value: bytes, pending: Mapping[str, LedgerEntry], now: datetime
-    ) -> _Checked | Handled:
+    def _parse(self, record: Record, value: bytes, now: datetime) -> _Parsed | Handled:
         try:
             answer = decode(value, AnswerSubmitted)
         except DecodeError as exc:
             refusal = Refusal(RefusalReason.ANSWER_UNDECODABLE, f"{exc.reason}: {exc.detail}")
-            return self._reject(record, refusal, now, thread_id=_key_thread(record.key))
-        misrouted = self._misrouted(record, answer)
+            return self._reject(record, refusal, now, thread_id=key_thread(record.key))
+        misrouted = screening.misrouted(record, answer, self.partitions)
         if misrouted is not None:
             return self._reject(record, misrouted, now, answer=answer)
         # The token is parsed once: its unverified id picks the ledger row (a retry is
@@ -191,12 +252,26 @@ class AnswerHandler:
             parsed: ParsedToken | Refused = parse_token(answer.token)
         except Refused as refused:
             parsed = refused
-        token_id = _jti(parsed.payload) if isinstance(parsed, ParsedToken) else None
+        token_id = jti_of(parsed.payload) if isinstance(parsed, ParsedToken) else None
+        return _Parsed(answer, parsed, token_id)
+
+    def _check(
+        self,
+        record: Record,
+        parsed: _Parsed,
+        pending: Mapping[str, LedgerEntry],
+        now: datetime,
+        prefetched: _Prefetched,
+    ) -> _Checked | Handled:
+        answer, token_id = parsed.answer, parsed.token_id
         ledger: LedgerEntry | None = None
         if token_id is not None:
             ledger = pending.get(token_id)
             if ledger is None:
-                ledger = self.view.ledger(token_id)
+                if token_id in prefetched.ledgers:
+                    ledger = prefetched.ledgers[token_id]
+                else:
+                    ledger = self.view.ledger(token_id)
         if is_replay(answer, ledger):
             # A retry of the answer that resumed: nothing new.
             return Handled(
@@ -204,9 +279,8 @@ class AnswerHandler:
                 thread_id=clip(answer.thread_id, ID_CHARS),
                 answer_id=clip(answer.answer_id, ID_CHARS),
             )
-        verified: PauseClaims | Refused = (
-            parsed if isinstance(parsed, Refused) else self._verify(parsed, now)
-        )
+        token = parsed.parsed
+        verified = token if isinstance(token, Refused) else self._verify(token, now)
         return _Checked(answer, token_id, ledger, verified)
 
     def _verify(self, parsed: ParsedToken, now: datetime) -> PauseClaims | Refused:
@@ -215,39 +289,21 @@ class AnswerHandler:
         except Refused as refused:
             return refused
 
-    def _misrouted(self, record: Record, answer: AnswerSubmitted) -> Refusal | None:
-        if not answer.thread_id:
-            # Names no thread, so it can never spend a token (a verified token names one: step
-            # 2 refuses the difference); publishers park such answers under a placeholder key.
-            return None
-        try:
-            expected_key = answer_key(answer.thread_id, answer.answer_id)
-        except (ValueError, TypeError, UnicodeEncodeError) as exc:
-            return Refusal(RefusalReason.MISROUTED, f"the answer cannot be keyed: {exc}")
-        if record.key != expected_key:
-            return Refusal(
-                RefusalReason.MISROUTED,
-                "the record's key must be the value's 'thread_id NUL answer_id', got "
-                f"{clip(repr(record.key), 200)}",
-            )
-        expected = partition_for(answer.thread_id, self.partitions)
-        if expected != record.partition:
-            return Refusal(
-                RefusalReason.MISROUTED,
-                f"thread {clip(answer.thread_id, ID_CHARS)!r} maps to partition {expected} of "
-                f"{self.partitions}, the answer is on partition {record.partition}: "
-                "(murmur2(utf8(thread_id)) & 0x7fffffff) % partitions",
-            )
-        return None
-
-    def _lookup(self, record: Record, checked: _Checked) -> tuple[PauseRecorded | None, bool]:
+    def _lookup(
+        self, record: Record, checked: _Checked, prefetched: _Prefetched
+    ) -> tuple[PauseRecorded | SkimmedPause | None, bool]:
         """The token's pause, and whether this partition's pauses must be caught up first (the
         answer may have overtaken its own pause) -- only ever for a verified token, and only
         the partition the record is on."""
         claims = checked.verified
         if isinstance(claims, Refused):
             return None, False
-        pause = self.view.pause(claims.token_id)
+        pause: PauseRecorded | SkimmedPause | None
+        if claims.token_id in prefetched.pauses:
+            value = prefetched.pauses[claims.token_id]
+            pause = None if value is None else skim_pause(value)
+        else:
+            pause = self.view.pause(claims.token_id)
         if pause is not None or claims.thread_id != checked.answer.thread_id:
             return pause, False
         p = record.partition
@@ -261,21 +317,24 @@ class AnswerHandler:
         self,
         record: Record,
         checked: _Checked,
-        pause: PauseRecorded | None,
+        pause: PauseRecorded | SkimmedPause | None,
         pending: dict[str, LedgerEntry],
         now: datetime,
     ) -> Handled:
-        outcome = prepare_resume(
+        outcome = accept(
             checked.answer,
-            verifier=_Verified(checked.verified),
+            verifier=Verified(checked.verified),
             interactions=self.interactions,
             pause=pause,
             ledger=checked.ledger,
             now=now,
+            topics=self.topics,
+            consumed_meta=event_meta(now),
+            resumed_meta=event_meta(now),
         )
         if isinstance(outcome, Refusal):
             return self._reject(record, outcome, now, answer=checked.answer)
-        outputs = self._accepted(outcome, now)
+        claims, outputs = outcome
         too_big = [
             (t, len(k) + len(v)) for t, k, v in outputs if len(k) + len(v) > self.max_record_bytes
         ]
@@ -287,34 +346,19 @@ class AnswerHandler:
                 f"{self.max_record_bytes}; answer with a shorter response",
             )
             return self._reject(record, refusal, now, answer=checked.answer)
-        claims = outcome.claims
-        pending[claims.token_id] = LedgerEntry(
-            Outcome.RESUMED, outcome.answer.answer_id, claims.thread_id
-        )
+        answer_id = checked.answer.answer_id
+        pending[claims.token_id] = LedgerEntry(Outcome.RESUMED, answer_id, claims.thread_id)
         # The INFO line is the worker's, once the transaction committed.
         log.debug(
             "answer %s resumes thread %s (partition %d, offset %d)",
-            outcome.answer.answer_id, claims.thread_id, record.partition, record.offset,
+            answer_id, claims.thread_id, record.partition, record.offset,
         )  # fmt: skip
         return Handled(
             outputs=outputs,
             resumed=True,
             thread_id=claims.thread_id,
-            answer_id=clip(outcome.answer.answer_id, ID_CHARS),
+            answer_id=clip(answer_id, ID_CHARS),
         )
-
-    def _accepted(self, prepared: PreparedResume, now: datetime) -> list[Output]:
-        claims = prepared.claims
-        consumed = prepared.token_consumed(**event_meta(now))
-        resumed = prepared.turn_resumed(**event_meta(now))
-        return [
-            (
-                self.topics.consumptions,
-                consumption_key(claims.thread_id, claims.token_id),
-                encode(consumed),
-            ),
-            (self.topics.resumed, claims.thread_id.encode(), encode(resumed)),
-        ]
 
     # -- refusals -----------------------------------------------------------------------------
 
@@ -326,7 +370,7 @@ class AnswerHandler:
         refusal = Refusal(
             RefusalReason.ANSWER_UNPROCESSABLE, f"{type(exc).__name__}: {clip(str(exc), 500)}"
         )
-        return self._reject(record, refusal, now, thread_id=_key_thread(record.key))
+        return self._reject(record, refusal, now, thread_id=key_thread(record.key))
 
     def _reject(
         self,
@@ -337,63 +381,12 @@ class AnswerHandler:
         answer: AnswerSubmitted | None = None,
         thread_id: str | None = None,
     ) -> Handled:
-        if answer is not None:
-            answer_id: str = answer.answer_id
-            thread_id = answer.thread_id or thread_id
-            token_id = _token_id(answer.token)
-        else:
-            answer_id = f"{record.topic}:{record.partition}:{record.offset}"
-            token_id = None
-        thread = clip(thread_id, ID_CHARS) if thread_id else None
-        event = AnswerRejected(
-            **event_meta(now),
-            answer_id=clip(answer_id, ID_CHARS),
-            token_id=clip(token_id, ID_CHARS) if token_id else None,
-            thread_id=thread,
-            reason=refusal.reason.value,
-            step=refusal.step,
-            detail=clip(refusal.detail, DETAIL_CHARS),
-        )
+        event = screening.rejection(record, refusal, now, answer=answer, thread_id=thread_id)
         log.debug(
             "answer %s is refused: %s (thread %s, partition %d, offset %d)",
-            event.answer_id, event.reason, thread, record.partition, record.offset,
+            event.answer_id, event.reason, event.thread_id, record.partition, record.offset,
         )  # fmt: skip
-        output = (self.topics.rejections, (thread or "").encode(), encode(event))
+        output = (self.topics.rejections, (event.thread_id or "").encode(), encode(event))
         return Handled(
-            outputs=[output], refusal=refusal, thread_id=thread, answer_id=event.answer_id
+            outputs=[output], refusal=refusal, thread_id=event.thread_id, answer_id=event.answer_id
         )
-
-
-def event_meta(now: datetime) -> dict[str, Any]:
-    """The fields every event the worker writes starts with."""
-    return {"event_id": uuid.uuid4().hex, "occurred_at": now, "package_version": __version__}
-
-
-def _key_thread(key: bytes | None) -> str | None:
-    """The thread a key names (for correlating a rejection), if it can be read at all."""
-    if not key:
-        return None
-    thread = key.partition(SEPARATOR)[0]
-    try:
-        return thread.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def _token_id(token: str) -> str | None:
-    """The token id the token *claims*, unverified: only a ledger key to look up."""
-    try:
-        return _jti(peek_claims(token))
-    except Refused:
-        return None
-
-
-def _jti(payload: Mapping[str, Any]) -> str | None:
-    jti = payload.get("jti")
-    if not isinstance(jti, str) or not jti or len(jti) > _TOKEN_ID_CHARS:
-        return None
-    try:
-        jti.encode("utf-8")
-    except UnicodeEncodeError:
-        return None
-    return jti

@@ -40,8 +40,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from aiokafka import ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError, ProducerFenced
 from prometheus_client import CollectorRegistry
 
@@ -64,6 +65,7 @@ from turnlog.projections.store import Store
 from turnlog.settings import Settings
 from turnlog.tokens import TokenVerifier
 from turnlog.wire.codec import encode
+from turnlog.wire.skim import SkimmedPause, skim_pause
 
 log = logging.getLogger(__name__)
 
@@ -98,21 +100,55 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class _View:
-    """The handler's reads of the store."""
+    """The handler's reads of the store: pauses skimmed, not decoded (the resumed turn is
+    written around their encoded messages), and many tokens at once per batch."""
 
     def __init__(self, applier: StoreApplier, store: Store, pauses_topic: str) -> None:
         self._applier = applier
         self._store = store
         self._topic = pauses_topic
 
-    def pause(self, token_id: str) -> PauseRecorded | None:
-        return self._applier.pause(token_id)
+    def pause(self, token_id: str) -> SkimmedPause | None:
+        info = self._store.pause_for_token(token_id)
+        return None if info is None else skim_pause(info.value)
 
     def ledger(self, token_id: str) -> LedgerEntry | None:
         return self._applier.ledger(token_id)
 
+    def ledgers(self, token_ids: Sequence[str]) -> list[LedgerEntry | None]:
+        return self._store.ledgers(token_ids)
+
+    def pause_values(self, token_ids: Sequence[str]) -> list[bytes | None]:
+        return self._store.pause_values(token_ids)
+
     def pauses_applied(self, partition: int) -> int | None:
         return self._store.offset(self._topic, partition)
+
+
+async def _send_batched(
+    producer: AIOKafkaProducer,
+    partition: int,
+    outputs: Sequence[Output],
+    headers: Sequence[tracing.Headers | None],
+) -> list[asyncio.Future[Any]]:
+    """Queue ``outputs`` as record batches built here, one ``send_batch`` per full batch and
+    topic, instead of one awaited ``send`` per record (each of which looks the topic's metadata
+    up, serialises and appends on its own). The futures resolve on delivery."""
+    sent: list[asyncio.Future[Any]] = []
+    open_batches: dict[str, Any] = {}
+    for i, (topic, key, value) in enumerate(outputs):
+        record_headers = (headers[i] if i < len(headers) else None) or []
+        batch = open_batches.get(topic)
+        if batch is None:
+            batch = open_batches[topic] = producer.create_batch()
+        if batch.append(timestamp=None, key=key, value=value, headers=record_headers) is None:
+            # Full: queue it and start the next (a first record always fits an empty batch).
+            sent.append(await producer.send_batch(batch, topic, partition=partition))
+            batch = open_batches[topic] = producer.create_batch()
+            batch.append(timestamp=None, key=key, value=value, headers=record_headers)
+    for topic, batch in open_batches.items():
+        sent.append(await producer.send_batch(batch, topic, partition=partition))
+    return sent
 
 
 class ResumeWorker(Lifecycle):
@@ -378,14 +414,27 @@ class ResumeWorker(Lifecycle):
                 self._consumer.seek(tp, committed)
 
     async def _restore(
-        self, partitions: list[int], timeout: float = 300.0, *, record_duration: bool = False
+        self,
+        partitions: list[int],
+        timeout: float = 300.0,
+        *,
+        record_duration: bool = False,
+        pauses_only: bool = False,
     ) -> int:
-        """Apply pauses[p] and consumptions[p] of ``partitions`` up to their committed end."""
-        tps = [
-            TopicPartition(topic, p)
-            for p in partitions
-            for topic in (self.topics.pauses, self.topics.consumptions)
-        ]
+        """Apply pauses[p] and consumptions[p] of ``partitions`` up to their committed end.
+
+        ``pauses_only``: the reads while a partition is owned (the expiry sweep, the handler's
+        catch-up) need the pauses recorded since the take, not the consumptions: while this
+        worker owns p it is the only writer of consumptions[p] (the fence saw to it) and its
+        store records each one as its transaction commits. Reading them back cost more than
+        any other step of a resume but the signature check (``bench/README.md``). What else
+        lands there (a ``forget``'s tombstones) is applied, in log order, at the next take;
+        until then the forgotten token stays spent, never the reverse.
+        """
+        topics = (
+            [self.topics.pauses] if pauses_only else [self.topics.pauses, self.topics.consumptions]
+        )
+        tps = [TopicPartition(topic, p) for p in partitions for topic in topics]
         began = time.monotonic()
         async with self._reader_lock:
             offsets = self.store.offsets()
@@ -399,7 +448,7 @@ class ResumeWorker(Lifecycle):
 
     async def _catch_up(self, partition: int) -> None:
         """The handler's catch-up of an owned partition an answer may have overtaken."""
-        await self._restore([partition], timeout=30.0)
+        await self._restore([partition], timeout=30.0, pauses_only=True)
 
     # -- answers ---------------------------------------------------------------------------
 
@@ -411,8 +460,9 @@ class ResumeWorker(Lifecycle):
         counts = WorkerStats()
         outcomes: list[tuple[Record, Handled]] = []
         now = self.clock()
-        for record in records:
-            handled = await self._handler.handle(record, pending, now)
+        for record, handled in zip(
+            records, await self._handler.handle_batch(records, pending, now), strict=True
+        ):
             outputs.extend(handled.outputs)
             headers.extend([self._trace(record)] * len(handled.outputs))
             outcomes.append((record, handled))
@@ -489,16 +539,7 @@ class ResumeWorker(Lifecycle):
         began = time.monotonic()
         try:
             await producer.begin_transaction()
-            sent = [
-                await producer.send(
-                    topic,
-                    value,
-                    key=key,
-                    partition=partition,
-                    headers=headers[i] if i < len(headers) else None,
-                )
-                for i, (topic, key, value) in enumerate(outputs)
-            ]
+            sent = await _send_batched(producer, partition, outputs, headers)
             # aiokafka commits even if one of the transaction's records failed to be written;
             # all or nothing means waiting for every delivery and aborting on any failure.
             await asyncio.gather(*sent)
@@ -566,7 +607,7 @@ class ResumeWorker(Lifecycle):
         # Also the worker's probe of its broker: aiokafka retries an unreachable broker inside
         # every call without raising, so a read that does not finish in time is how an outage
         # shows (and a later one that does is how its end shows).
-        await asyncio.wait_for(self._restore(self.owned), _PROBE_SECONDS)
+        await asyncio.wait_for(self._restore(self.owned, pauses_only=True), _PROBE_SECONDS)
         async with self._lock:
             await self._expire_due()
 

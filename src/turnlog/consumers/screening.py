@@ -1,0 +1,130 @@
+"""The first look at an answer record, and what of it a rejection may echo.
+
+Kept apart from :mod:`turnlog.consumers.handler` so the rules read on their own: an answer is
+handled only on the partition its thread maps to, with its key and value naming the same thread
+and answer (``misrouted`` otherwise), and every field echoed into a rejection is clipped and made
+writable, because a record from outside is attacker-sized and may hold lone surrogates.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from turnlog import __version__
+from turnlog.contracts.events import AnswerRejected, AnswerSubmitted
+from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
+from turnlog.kafka.partitioning import SEPARATOR, answer_key, partition_for
+from turnlog.kafka.reader import Record
+from turnlog.tokens import peek_claims
+
+#: Longest identifier (answer, token, thread id) echoed into a rejection, in characters.
+ID_CHARS = 256
+#: Longest detail written into a rejection, in characters.
+DETAIL_CHARS = 1000
+#: Longest unverified token id looked up in the ledger; a real one is 32 hex digits.
+_TOKEN_ID_CHARS = 256
+
+
+def clip(text: str | None, limit: int) -> str:
+    """``text`` made safe to encode and at most about ``limit`` characters long.
+
+    Fields echoed from a record are attacker-sized and may hold lone surrogates (legal in JSON,
+    not in UTF-8); written back unbounded they would make the rejection itself unwritable.
+    """
+    if text is None:
+        return ""
+    safe = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(safe) <= limit:
+        return safe
+    return f"{safe[:limit]}... ({len(safe)} characters)"
+
+
+def misrouted(record: Record, answer: AnswerSubmitted, partitions: int) -> Refusal | None:
+    if not answer.thread_id:
+        # Names no thread, so it can never spend a token (a verified token names one: step
+        # 2 refuses the difference); publishers park such answers under a placeholder key.
+        return None
+    try:
+        expected_key = answer_key(answer.thread_id, answer.answer_id)
+    except (ValueError, TypeError, UnicodeEncodeError) as exc:
+        return Refusal(RefusalReason.MISROUTED, f"the answer cannot be keyed: {exc}")
+    if record.key != expected_key:
+        return Refusal(
+            RefusalReason.MISROUTED,
+            "the record's key must be the value's 'thread_id NUL answer_id', got "
+            f"{clip(repr(record.key), 200)}",
+        )
+    expected = partition_for(answer.thread_id, partitions)
+    if expected != record.partition:
+        return Refusal(
+            RefusalReason.MISROUTED,
+            f"thread {clip(answer.thread_id, ID_CHARS)!r} maps to partition {expected} of "
+            f"{partitions}, the answer is on partition {record.partition}: "
+            "(murmur2(utf8(thread_id)) & 0x7fffffff) % partitions",
+        )
+    return None
+
+
+def event_meta(now: datetime) -> dict[str, Any]:
+    """The fields every event the worker writes starts with."""
+    return {"event_id": uuid.uuid4().hex, "occurred_at": now, "package_version": __version__}
+
+
+def key_thread(key: bytes | None) -> str | None:
+    """The thread a key names (for correlating a rejection), if it can be read at all."""
+    if not key:
+        return None
+    thread = key.partition(SEPARATOR)[0]
+    try:
+        return thread.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def claimed_token_id(token: str) -> str | None:
+    """The token id the token *claims*, unverified: only a ledger key to look up."""
+    try:
+        return jti_of(peek_claims(token))
+    except Refused:
+        return None
+
+
+def jti_of(payload: Mapping[str, Any]) -> str | None:
+    jti = payload.get("jti")
+    if not isinstance(jti, str) or not jti or len(jti) > _TOKEN_ID_CHARS:
+        return None
+    try:
+        jti.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return jti
+
+
+def rejection(
+    record: Record,
+    refusal: Refusal,
+    now: datetime,
+    *,
+    answer: AnswerSubmitted | None = None,
+    thread_id: str | None = None,
+) -> AnswerRejected:
+    """The ``AnswerRejected`` of ``record``: what it names is echoed, clipped."""
+    if answer is not None:
+        answer_id: str = answer.answer_id
+        thread_id = answer.thread_id or thread_id
+        token_id = claimed_token_id(answer.token)
+    else:
+        answer_id = f"{record.topic}:{record.partition}:{record.offset}"
+        token_id = None
+    return AnswerRejected(
+        **event_meta(now),
+        answer_id=clip(answer_id, ID_CHARS),
+        token_id=clip(token_id, ID_CHARS) if token_id else None,
+        thread_id=clip(thread_id, ID_CHARS) if thread_id else None,
+        reason=refusal.reason.value,
+        step=refusal.step,
+        detail=clip(refusal.detail, DETAIL_CHARS),
+    )
