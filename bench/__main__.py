@@ -20,7 +20,7 @@ from bench.measure import REPO, machine_facts
 from bench.report import Row, markdown, print_table, write_json
 from bench.scenarios import Context
 
-SCENARIOS = ("codec", "throughput", "latency", "replay", "failover", "memory")
+SCENARIOS = ("codec", "throughput", "latency", "scale", "replay", "failover", "memory")
 
 #: (full, --quick) defaults of the size options.
 SIZES = {

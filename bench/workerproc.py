@@ -5,7 +5,8 @@ Each measured worker runs in a fresh interpreter, so the harness's own heap, pub
 never share its event loop or its garbage collector, and its peak RSS is its own. The child
 reports JSON lines on stdout with ``time.monotonic()`` stamps (one clock across processes):
 ``start`` (just before the worker starts), ``owned`` (every partition fenced and restored),
-``progress`` (a count threshold crossed, with VmHWM), ``done`` (the expected count processed and
+``owns`` (turnlog's worker: how many partitions it owns now, at every change), ``progress``
+(a count threshold crossed, with VmHWM), ``done`` (the expected count processed and
 committed) and ``exit``.
 
 The raw loop has the worker's structure and settings and none of its work: one consumer group
@@ -105,10 +106,14 @@ async def run_turnlog(config: dict[str, Any]) -> None:
     emit("start")
     task = asyncio.create_task(worker.run())
     owned = False
+    owns = 0
     try:
         while not task.done():
             await asyncio.sleep(POLL)
-            if not owned and len(worker.owned) == config["partitions"]:
+            if len(worker.owned) != owns:
+                owns = len(worker.owned)
+                emit("owns", count=owns)  # for a group of workers sharing the partitions
+            if not owned and owns == config["partitions"]:
                 owned = True
                 emit("owned", restored=worker.stats.restored_records, **memory_kb())
                 profiling.start()
