@@ -102,6 +102,7 @@ def _chromium_or_fail() -> None:
 @pytest.fixture(scope="module")
 async def inbox(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Inbox]:
     _chromium_or_fail()
+    SHOTS.mkdir(parents=True, exist_ok=True)
     root = tmp_path_factory.mktemp("inbox")
     tag = uuid.uuid4().hex[:8]
     write_keypair(root / "keys", "inbox-test")
@@ -192,7 +193,6 @@ async def _csrf(page: Page) -> str:
 
 
 async def test_a_pause_is_answered_in_the_browser_and_resumes_once(inbox: Inbox) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
     first = await inbox.context(["tenant-a"])
     second = await inbox.context(["tenant-a"])
     phone = await inbox.context(
@@ -324,6 +324,7 @@ async def test_tool_approval_approve_edit_validated_and_reject_with_reason(inbox
             await row.locator("a.open").click()
 
         await open_detail("edit")
+        await page.screenshot(path=str(SHOTS / "inbox-detail-approval.png"), full_page=True)
         await page.get_by_label("Approve with edited arguments").check()
         arguments = page.get_by_label("Arguments (JSON; used when you edit)")
         await arguments.fill('{"service": "billing", "replicas": "five"}')
