@@ -4,6 +4,7 @@ RocksDB store)."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -195,3 +196,23 @@ async def test_an_answer_kafka_cannot_take_says_so_and_may_be_sent_again(client:
         assert sent.status_code == 503
         assert "Kafka is not reachable" in sent.json()["words"]
         assert client.service.answered_here("t-mine") is None
+
+
+async def test_a_long_running_inbox_remembers_a_bounded_number_of_answers(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from turnlog.inbox import service as module
+
+    monkeypatch.setattr(module, "KEPT_ANSWERS", 2)
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    done.set_result(None)
+    waiting: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    svc = client.service
+    for n, outcome in enumerate([done, waiting, done, done]):
+        svc._sent[f"a{n}"] = module._Sent("alice", f"t{n}", "th", outcome)  # type: ignore[arg-type]
+        svc._by_token[f"t{n}"] = f"a{n}"
+    svc._forget_old()
+    assert list(svc._sent) == ["a1", "a3"]  # the undecided one stays, the oldest decided go
+    assert svc.answered_here("t0") is None and svc.answered_here("t1") == "a1"
+    waiting.cancel()
+    svc._sent.clear()

@@ -46,6 +46,9 @@ EVERYONE = Viewer("", frozenset({ALL_SCOPES}))
 #: The most pending pauses the live stream follows.
 LIVE_LIMIT = 10 * LIST_LIMIT
 
+#: How many answers' outcomes the inbox remembers for the pages that ask.
+KEPT_ANSWERS = 10_000
+
 #: Refusals after which the same pause may not be tried again from this inbox.
 _FINAL = frozenset({RefusalReason.ALREADY_CONSUMED.value, RefusalReason.PAUSE_EXPIRED.value})
 
@@ -234,8 +237,18 @@ class InboxService:
             self.tl.outcome(answer_id, thread_id=view.thread_id, timeout=self._outcome_timeout)
         )
         self._sent[answer_id] = _Sent(viewer.name, token_id, view.thread_id, task)
+        self._forget_old()
         log.info("inbox: %s answered pause %s (answer %s)", viewer.name, token_id, answer_id)
         return answer_id
+
+    def _forget_old(self) -> None:
+        """Keep at most :data:`KEPT_ANSWERS` answers (oldest decided ones go first), so a
+        long-running inbox does not grow without bound; a forgotten one reads as unknown."""
+        decided = [a for a, sent in self._sent.items() if sent.outcome.done()]
+        for answer_id in decided[: max(0, len(self._sent) - KEPT_ANSWERS)]:
+            sent = self._sent.pop(answer_id)
+            if self._by_token.get(sent.token_id) == answer_id:
+                del self._by_token[sent.token_id]  # the projection says answered from here on
 
     async def outcome(self, viewer: Viewer, answer_id: str, wait: float) -> dict[str, str] | None:
         """``{"state": "resumed"}``, ``{"state": "rejected", "words": ...}`` or ``{"state":
