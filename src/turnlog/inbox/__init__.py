@@ -12,6 +12,7 @@ pre-checked path (:meth:`turnlog.Turnlog.answer`).
   into plain words;
 - :mod:`~turnlog.inbox.service`: the store follower, the answer path, the outcome watch;
 - :mod:`~turnlog.inbox.app`: the ASGI app (routes, security headers);
+- :mod:`~turnlog.inbox.server`: uvicorn inside a running loop, on a socket bound first;
 - :mod:`~turnlog.inbox.demo`: a local inbox with a few paused turns, for a newcomer.
 
 Nothing here is imported by ``turnlog`` itself: without the extra, the package still imports.
