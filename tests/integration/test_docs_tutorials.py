@@ -171,11 +171,12 @@ def test_the_java_partitioner_on_the_client_page_agrees_with_turnlogs() -> None:
     from turnlog.kafka.partitioning import partition_for
 
     threads = ["thread-1", "thread-2", "a", "thréad-ü", "线程-7", "x" * 200, "tenant-a/run 9"]
-    expected = [f"{t} {partition_for(t, n)}" for n in (1, 6, 7, 64) for t in threads]
+    expected = [f"{t} {partition_for(t, n)}" for n in (7, 64) for t in threads]
+    libs = _kafka_libs()
     got: list[str] = []
-    for partitions in (1, 6, 7, 64):
+    for partitions in (7, 64):  # each run compiles the source, as the page runs it
         run = subprocess.run(
-            ["java", "-cp", f"{_kafka_libs()}/*", str(DOCS / "snippets" / "Partition.java"),
+            ["java", "-cp", f"{libs}/*", str(DOCS / "snippets" / "Partition.java"),
              str(partitions), *threads],
             capture_output=True,
             text=True,
