@@ -50,8 +50,11 @@ class Paused:
     """A durable pause: its ``token`` (hand it to whoever answers) and the ``axes`` an answer
     must state, with where it was written."""
 
+    #: The signed pause token: whoever holds it may answer this pause, once.
     token: str
+    #: The record written to the pauses topic (the checkpoint, the request, the token's window).
     pause: PauseRecorded
+    #: Where the pause was written: its partition (its thread's) and offset on the pauses topic.
     partition: int
     offset: int
     #: The W3C traceparent on the pause record; pass it to :meth:`Turnlog.answer` so the answer
@@ -60,10 +63,12 @@ class Paused:
 
     @property
     def token_id(self) -> str:
+        """The token's id (its ``jti``), as ``turnlog pending`` lists it."""
         return self.pause.token_id
 
     @property
     def thread_id(self) -> str:
+        """The paused turn's thread."""
         return self.pause.checkpoint.thread_id
 
     @property
