@@ -30,7 +30,7 @@ from bench.report import Row
 from bench.scenarios import Context
 from turnlog.projections.projector import rebuild
 
-TARGET_RATIO = 0.7
+TARGET_RATIO = 0.5
 
 
 async def run(ctx: Context) -> list[Row]:

@@ -101,7 +101,7 @@ def _assert_same_fields(skim: SkimmedPause, pause: PauseRecorded) -> None:
     assert skim.expires_at_ms == round(pause.expires_at.timestamp() * 1000)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(any_pause)
 def test_a_pause_skims_to_the_fields_it_decodes_to(pause: PauseRecorded) -> None:
     data = codec.encode(pause)
@@ -110,7 +110,7 @@ def test_a_pause_skims_to_the_fields_it_decodes_to(pause: PauseRecorded) -> None
     _assert_same_fields(skimmed, codec.decode(data, PauseRecorded))
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(any_pause)
 def test_messages_raw_is_the_array_body_without_its_count_and_terminator(
     pause: PauseRecorded,
@@ -127,7 +127,7 @@ def test_messages_raw_is_the_array_body_without_its_count_and_terminator(
     assert decode_messages(skimmed.messages_raw, skimmed.message_count) == cp.messages
 
 
-@settings(max_examples=40)
+@settings(max_examples=40, deadline=None)
 @given(any_pause)
 def test_every_truncation_is_refused_as_decode_refuses_it(pause: PauseRecorded) -> None:
     data = codec.encode(pause)
@@ -135,7 +135,7 @@ def test_every_truncation_is_refused_as_decode_refuses_it(pause: PauseRecorded) 
         _assert_agrees(data[:end])
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(any_pause, st.data())
 def test_a_flipped_byte_is_refused_iff_decode_refuses_it(
     pause: PauseRecorded, data: st.DataObject
@@ -147,7 +147,7 @@ def test_a_flipped_byte_is_refused_iff_decode_refuses_it(
     _assert_agrees(bytes(tampered))
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(any_pause, st.data())
 def test_inserted_and_deleted_bytes_are_refused_iff_decode_refuses_them(
     pause: PauseRecorded, data: st.DataObject
@@ -159,7 +159,7 @@ def test_inserted_and_deleted_bytes_are_refused_iff_decode_refuses_them(
     _assert_agrees(encoded[:index] + inserted + encoded[index + cut :])
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300))
 def test_random_bodies_behind_a_pause_header_are_refused_iff_decode_refuses_them(
     body: bytes,
@@ -167,7 +167,7 @@ def test_random_bodies_behind_a_pause_header_are_refused_iff_decode_refuses_them
     _assert_agrees(codec.MAGIC + codec.fingerprint_of("PauseRecorded") + body)
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(st.binary(max_size=40))
 def test_anything_without_a_pause_header_is_refused_as_decode_refuses_it(data: bytes) -> None:
     _assert_agrees(data)

@@ -25,6 +25,8 @@ from turnlog.projections.layout import (
     checkpoint_key,
     deadline_key,
     dump,
+    dump_locator,
+    dump_token,
     load,
     offset_key,
     pause_key,
@@ -85,26 +87,31 @@ class Batch:
         """
         if (token_id is None) != (expires_at_ms is None):
             raise ValueError("a pause's token_id and expires_at_ms come together or not at all")
-        if expires_at_ms is not None:
-            u64(expires_at_ms, "expires_at_ms")
-        checkpoint = checkpoint_key(thread_id, sequence, checkpoint_id)
-        self.delete_pause(thread_id, checkpoint_id)
-        self._put(CHECKPOINTS, checkpoint, bytes(value))
-        locator = {"sequence": sequence, "token_id": token_id, "expires_at": expires_at_ms}
-        self._put(PAUSES, pause_key(thread_id, checkpoint_id), dump(locator))
-        if token_id is None or expires_at_ms is None:
+        # Every check before the first change: a refused pause leaves the batch as it was.
+        deadline = None if expires_at_ms is None else u64(expires_at_ms, "expires_at_ms")
+        prefix = thread_prefix(thread_id)
+        own = checkpoint_id.encode("utf-8")
+        checkpoint = prefix + u64(sequence, "sequence") + own
+        self._delete_pause(thread_id, checkpoint_id, prefix + own)
+        pending = self._pending
+        pending[CHECKPOINTS][checkpoint] = bytes(value)
+        pending[PAUSES][prefix + own] = dump_locator(sequence, token_id, expires_at_ms)
+        if token_id is None or expires_at_ms is None or deadline is None:
             return
         token = token_id.encode()
         if (previous := self._get(TOKENS, token)) is not None:
             self._delete(DEADLINES, deadline_key(load(previous)["expires_at"], token_id))
-        owner = {"thread_id": thread_id, "checkpoint_id": checkpoint_id}
-        self._put(TOKENS, token, dump({**owner, **locator}))
+        pending[TOKENS][token] = dump_token(
+            thread_id, checkpoint_id, sequence, token_id, expires_at_ms
+        )
         if self._get(LEDGER, token) is None:
-            self._put(DEADLINES, deadline_key(expires_at_ms, token_id), thread_id.encode())
+            pending[DEADLINES][deadline + token] = thread_id.encode()
 
     def delete_pause(self, thread_id: str, checkpoint_id: str) -> None:
         """Apply a tombstone on the pauses topic: the checkpoint and its token indexes go."""
-        key = pause_key(thread_id, checkpoint_id)
+        self._delete_pause(thread_id, checkpoint_id, pause_key(thread_id, checkpoint_id))
+
+    def _delete_pause(self, thread_id: str, checkpoint_id: str, key: bytes) -> None:
         raw = self._get(PAUSES, key)
         if raw is None:
             return

@@ -1,9 +1,9 @@
 """What waits for a person: the pending pauses of a store, and the oldest of them.
 
 Shared by ``turnlog status`` and the projector's gauges, so the two always agree. Counting walks
-the deadline index (keys only); finding the oldest decodes pauses, so it looks at no more than
-:data:`OLDEST_SCAN` of them, soonest deadline first -- with the usual one TTL for every pause,
-the oldest pause is among the soonest deadlines.
+the deadline index (keys only); finding the oldest reads pauses (skimmed: their messages are not
+decoded), so it looks at no more than :data:`OLDEST_SCAN` of them, soonest deadline first --
+with the usual one TTL for every pause, the oldest pause is among the soonest deadlines.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from turnlog.clock import utc_now
-from turnlog.contracts.events import PauseRecorded
 from turnlog.observability.metrics import ProjectorMetrics
 from turnlog.projections.store import Store
-from turnlog.wire.codec import decode
+from turnlog.wire.skim import skim_pause
 
 #: How many pending pauses (soonest deadline first) are decoded to find the oldest.
 OLDEST_SCAN = 10_000
@@ -45,7 +44,7 @@ def pending_summary(store: Store, now: datetime) -> PendingSummary:
         info = store.pause_for_token(pause.token_id)
         if info is None:
             continue
-        recorded = decode(info.value, PauseRecorded)
+        recorded = skim_pause(info.value)
         # occurred_at has whole seconds (it is the token's iat); the checkpoint's own time
         # orders pauses made within one second.
         at = (recorded.occurred_at, recorded.checkpoint.created_at)

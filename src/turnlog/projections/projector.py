@@ -22,144 +22,44 @@ import logging
 import shutil
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from aiokafka import TopicPartition
 from prometheus_client import CollectorRegistry
 
-from turnlog.contracts.events import PauseRecorded, TokenConsumed
-from turnlog.contracts.ledger import LedgerEntry
-from turnlog.errors import BrokerUnavailable, DecodeError
+from turnlog.errors import BrokerUnavailable
 from turnlog.kafka import clients
 from turnlog.kafka.lifecycle import Lifecycle
-from turnlog.kafka.partitioning import split_key
 from turnlog.kafka.reader import BROKER_TROUBLE, BrokerOutage, LogReader, Record
 from turnlog.kafka.topics import TopicSet
 from turnlog.observability.metrics import projector_metrics
+from turnlog.projections.applier import ApplyStats, StoreApplier
 from turnlog.projections.pending import report_pending
-from turnlog.projections.store import Batch, Store
+from turnlog.projections.store import Store
 from turnlog.settings import Settings
-from turnlog.wire.codec import decode
+
+__all__ = [
+    "DEFAULT_BROKER_TIMEOUT",
+    "ApplyStats",
+    "CheckpointProjector",
+    "Progress",
+    "StoreApplier",
+    "rebuild",
+]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 _LAG_EVERY = 5.0  # seconds between the follow loop's lag reports
 
+#: Records per fetch, hence per store batch, in a rebuild: fewer, larger batches (a few tens of
+#: MB of pauses in memory at once) for a load nobody reads while it runs.
+_REBUILD_BATCH = 10_000
+
 #: The outage budget when none is given: the settings' default.
 DEFAULT_BROKER_TIMEOUT = Settings().broker_timeout_seconds
-
-
-@dataclass
-class ApplyStats:
-    applied: int = 0
-    skipped: int = 0
-    skipped_at: list[tuple[str, int, int, str]] = field(default_factory=list)
-
-
-def _ms(moment: datetime) -> int:
-    return int(moment.timestamp() * 1000)
-
-
-class StoreApplier:
-    """Turns records of the pauses and consumptions topics into store changes."""
-
-    def __init__(self, store: Store, topics: TopicSet) -> None:
-        self.store = store
-        self.topics = topics
-        self.stats = ApplyStats()
-
-    async def apply(self, records: Sequence[Record]) -> None:
-        self.apply_now(records)
-
-    def apply_now(self, records: Iterable[Record]) -> None:
-        ends: dict[tuple[str, int], int] = {}
-        with self.store.batch() as batch:
-            for record in records:
-                self._apply_one(batch, record)
-                ends[record.topic, record.partition] = record.offset + 1
-            # The same atomic batch: one offset per partition, the last one applied.
-            for (topic, partition), end in ends.items():
-                batch.set_offset(topic, partition, end)
-
-    def _apply_one(self, batch: Batch, record: Record) -> None:
-        try:
-            if record.topic == self.topics.pauses:
-                self._pause(batch, record)
-            elif record.topic == self.topics.consumptions:
-                self._consumption(batch, record)
-            else:
-                raise DecodeError("unexpected_topic", f"{record.topic} is not projected here")
-        except (DecodeError, ValueError) as exc:
-            self.stats.skipped += 1
-            where = (record.topic, record.partition, record.offset, str(exc))
-            if len(self.stats.skipped_at) < 1000:
-                self.stats.skipped_at.append(where)
-            log.warning(
-                "skipping %s[%d]@%d: %s", record.topic, record.partition, record.offset, exc
-            )
-            return
-        self.stats.applied += 1
-
-    def _pause(self, batch: Batch, record: Record) -> None:
-        if record.value is None:
-            if record.key is None:
-                raise DecodeError("tombstone_without_key", "a pauses tombstone must have a key")
-            thread_id, checkpoint_id = split_key(record.key)
-            batch.delete_pause(thread_id, checkpoint_id)
-            return
-        pause = decode(record.value, PauseRecorded)
-        cp = pause.checkpoint
-        batch.put_pause(
-            cp.thread_id,
-            cp.checkpoint_id,
-            cp.sequence,
-            record.value,
-            token_id=pause.token_id,
-            expires_at_ms=_ms(pause.expires_at),
-        )
-
-    def _consumption(self, batch: Batch, record: Record) -> None:
-        if record.value is None:
-            if record.key is None:
-                raise DecodeError("tombstone_without_key", "a consumptions tombstone needs a key")
-            thread_id, token_id = split_key(record.key)
-            batch.delete_consumption(thread_id, token_id)
-            return
-        consumed = decode(record.value, TokenConsumed)
-        batch.put_consumption(
-            consumed.thread_id, consumed.token_id, consumed.outcome, consumed.answer_id
-        )
-
-    # -- reads used by the resume worker --------------------------------------------------------
-
-    def pause(self, token_id: str) -> PauseRecorded | None:
-        info = self.store.pause_for_token(token_id)
-        if info is None:
-            return None
-        return decode(info.value, PauseRecorded)
-
-    def ledger(self, token_id: str) -> LedgerEntry | None:
-        return self.store.ledger(token_id)
-
-    def expired(self, now: datetime) -> list[PauseRecorded]:
-        found = []
-        for open_pause in self.store.expired(_ms(now)):
-            pause = self.pause(open_pause.token_id)
-            if pause is not None:
-                found.append(pause)
-        return found
-
-    def record_consumptions(self, spent: Mapping[str, LedgerEntry]) -> None:
-        """What a committed transaction consumed; written after the commit, never before."""
-        if not spent:
-            return
-        with self.store.batch() as batch:
-            for token_id, entry in spent.items():
-                batch.put_consumption(entry.thread_id, token_id, entry.outcome, entry.answer_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +80,7 @@ class CheckpointProjector(Lifecycle):
     every partition of the topics is projected. ``broker_timeout`` is how long an unreachable
     broker is waited for (pass ``settings.broker_timeout_seconds``); ``probe_seconds`` how long
     the projector may hear nothing before it asks the broker whether it is still there.
+    ``max_batch`` bounds the records of one fetch, hence of one store batch.
     """
 
     def __init__(
@@ -194,6 +95,7 @@ class CheckpointProjector(Lifecycle):
         probe_seconds: float = 1.0,
         call_timeout: float = 10.0,
         registry: CollectorRegistry | None = None,
+        max_batch: int = 2000,
     ) -> None:
         self.store = store
         self.topics = topics
@@ -206,7 +108,9 @@ class CheckpointProjector(Lifecycle):
         self.outage = BrokerOutage(broker_timeout, "projector", log)
         self._bootstrap = clients.connection(bootstrap_servers).bootstrap_servers
         self._partitions = None if partitions is None else sorted(set(partitions))
-        self._reader = LogReader(bootstrap_servers, client_id="turnlog-projector")
+        self._reader = LogReader(
+            bootstrap_servers, client_id="turnlog-projector", max_poll_records=max_batch
+        )
         self._on_progress = on_progress
         self._probe_seconds = probe_seconds
         self._call_timeout = call_timeout
@@ -248,11 +152,13 @@ class CheckpointProjector(Lifecycle):
     def request_stop(self) -> None:
         self._stop.set()
 
-    async def catch_up(self, timeout: float = 600.0) -> int:
+    async def catch_up(self, timeout: float = 600.0, *, gauges: bool = True) -> int:
         """Apply everything committed up to the ends as of now; report progress as it goes.
 
         Completion is decided by positions, never by a quiet period. ``timeout`` bounds the
         whole catch-up; an outage inside it is waited out (within the outage budget).
+        ``gauges=False`` leaves the pending-pause gauges alone (a rebuild: no projector follows
+        the store it makes, and finding the oldest pause reads thousands of them).
         """
         ends = await self._broker(self._reader.end_offsets)
         started = time.monotonic()
@@ -266,7 +172,8 @@ class CheckpointProjector(Lifecycle):
             if not behind:
                 self.ready = True
                 self.metrics.caught_up.set(1)
-                report_pending(self.metrics, self.applier.store)
+                if gauges:
+                    report_pending(self.metrics, self.applier.store)
                 return total
             if loop.time() > deadline:
                 raise BrokerUnavailable(
@@ -382,7 +289,8 @@ async def rebuild(
     An outage during the replay is waited out for up to ``broker_timeout`` seconds."""
     if state_dir.exists():  # noqa: ASYNC240 - once, before anything runs
         await asyncio.to_thread(shutil.rmtree, state_dir)
-    store = Store.open(state_dir)
+    # A new store filled from the log: written in bulk (see Store.open), in bigger fetches.
+    store = Store.open(state_dir, bulk=True)
     try:
         async with CheckpointProjector(
             bootstrap_servers,
@@ -390,8 +298,9 @@ async def rebuild(
             topics,
             on_progress=on_progress,
             broker_timeout=broker_timeout,
+            max_batch=_REBUILD_BATCH,
         ) as projector:
-            await projector.catch_up()
+            await projector.catch_up(gauges=False)
         return store.digest()
     finally:
         store.close()

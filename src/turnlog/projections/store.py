@@ -9,6 +9,10 @@ fixed layout of :mod:`turnlog.projections.layout`. Nothing is pickled.
 
 The indexes are a function of the content (the pauses and the ledger), never of the order it
 arrived in, so a live store and one rebuilt from the compacted topics have the same digest.
+
+It is one module, a little over the usual length, because every open mode, read and write goes
+through the one RocksDB handle it owns; the index rules live in :mod:`~turnlog.projections.batch`
+and the key layout in :mod:`~turnlog.projections.layout`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
+import struct
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -59,7 +64,7 @@ class Store:
     the store as of its open.
     """
 
-    def __init__(self, db: Any, path: Path, mode: Mode) -> None:
+    def __init__(self, db: Any, path: Path, mode: Mode, *, bulk: bool = False) -> None:
         self._db: Any = db
         self._cf: dict[str, Any] = {n: db.get_column_family(n) for n in layout.ALL_FAMILIES}
         self._handles: dict[str, Any] = {
@@ -67,16 +72,30 @@ class Store:
         }
         self.path = path
         self.mode: Mode = mode
+        #: Loading into a new store: see :meth:`open`'s ``bulk``.
+        self.bulk = bulk
+        self._write_options = rocksdict.WriteOptions()
+        # A property at run time; rocksdict's stub declares it a method.
+        self._write_options.disable_wal = bulk  # type: ignore[method-assign, assignment]
 
     # -- opening and closing ------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str]) -> Store:
-        """Open (creating if missing) for reading and writing; refused while another holds it."""
+    def open(cls, path: str | os.PathLike[str], *, bulk: bool = False) -> Store:
+        """Open (creating if missing) for reading and writing; refused while another holds it.
+
+        ``bulk``: for loading a new store from the log (a rebuild). Batches skip the write-ahead
+        log; the column families are flushed together (``atomic_flush``, and on close), so an
+        interrupted load leaves the state as of one whole batch, offsets included, to continue
+        from (``tests/unit/test_store_bulk.py``; reasoning in ``bench/README.md``). Not for a
+        live store: a crash would lose its last batches, and what a worker already acted on.
+        """
         options = rocksdict.Options(raw_mode=True)
         options.create_if_missing(True)
         options.create_missing_column_families(True)
-        return cls._open(Path(path), options, None, "read-write")
+        if bulk:
+            options.set_atomic_flush(True)
+        return cls._open(Path(path), options, None, "read-write", bulk=bulk)
 
     @classmethod
     def open_secondary(
@@ -96,7 +115,9 @@ class Store:
         return cls._open(Path(path), rocksdict.Options(raw_mode=True), access, "read-only")
 
     @classmethod
-    def _open(cls, path: Path, options: Any, access: Any, mode: Mode) -> Store:
+    def _open(
+        cls, path: Path, options: Any, access: Any, mode: Mode, *, bulk: bool = False
+    ) -> Store:
         if access is not None and not (path / "CURRENT").is_file():
             raise StoreError(f"no store at {path} to open {mode}")
         families = {name: rocksdict.Options(raw_mode=True) for name in layout.ALL_FAMILIES}
@@ -111,7 +132,7 @@ class Store:
                     "Store.open_secondary instead"
                 ) from exc
             raise StoreError(f"could not open the store at {path} {mode}: {exc}") from exc
-        store = cls(db, path, mode)
+        store = cls(db, path, mode, bulk=bulk)
         try:
             store._check_layout()
         except BaseException:
@@ -186,7 +207,7 @@ class Store:
         self._live()
         if self.mode != "read-write":
             raise StoreError(f"the store at {self.path} is open {self.mode}; it cannot be written")
-        return Batch(self._get, self._scan, self._write)
+        return Batch(self._get_live, self._scan, self._write)
 
     def forget(self, thread_id: str) -> None:
         """Delete every fact of a thread in one batch (after its tombstones were written)."""
@@ -324,10 +345,13 @@ class Store:
     def digest(self) -> str:
         """SHA-256 of all user data (keys and values, in order), offsets and metadata excluded."""
         digest = hashlib.sha256()
+        update, length = digest.update, _LENGTH.pack
         for family in layout.USER_FAMILIES:
-            digest.update(_frame(family.encode()))
+            update(_frame(family.encode()))
+            # The same bytes as _frame(key) + _frame(value), without copying the value.
             for key, value in self._family(family).items():
-                digest.update(_frame(bytes(key)) + _frame(bytes(value)))
+                update(length(len(key)) + key + length(len(value)))
+                update(value)
         return digest.hexdigest()
 
     # -- internals -----------------------------------------------------------------------------
@@ -340,6 +364,10 @@ class Store:
     def _family(self, name: str) -> Any:
         self._live()
         return self._cf[name]
+
+    def _get_live(self, family: str, key: bytes) -> bytes | None:
+        """:meth:`_get` for a batch (the store is live): most of a replay's store calls."""
+        return self._cf[family].get(key)  # type: ignore[no-any-return]
 
     def _get(self, family: str, key: bytes) -> bytes | None:
         value = self._family(family).get(key)
@@ -367,7 +395,8 @@ class Store:
                 else:
                     batch.put(key, value, handle)
         if not batch.is_empty():
-            db.write(batch)  # one WriteBatch: data and offsets land together or not at all
+            # One WriteBatch: data and offsets land together or not at all.
+            db.write(batch, self._write_options)
 
     def _deadlines(self, low: bytes, high: bytes | None) -> Iterator[OpenPause]:
         # Paged, so an abandoned iteration holds no RocksDB iterator (which would pin the LOCK).
@@ -379,6 +408,9 @@ class Store:
             if len(page) < _PAGE:
                 return
             low = page[-1][0] + b"\x00"
+
+
+_LENGTH = struct.Struct(">I")
 
 
 def _frame(data: bytes) -> bytes:

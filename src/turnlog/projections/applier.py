@@ -1,0 +1,141 @@
+"""Records of the pauses and consumptions topics turned into store changes.
+
+One fetched batch becomes one atomic store write holding both the facts and the next offset of
+every partition it touched, so a crash at any moment leaves data and offsets agreeing. A record
+that is not a turnlog record is counted, logged with its partition and offset, and skipped: one
+bad record must never stop the projection of everything behind it. Pauses are refused or taken
+at the door from a skim (:mod:`turnlog.wire.skim`): the same refusals as a decode, without
+building the messages the store keeps as the record's own bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from turnlog.contracts.events import PauseRecorded, TokenConsumed
+from turnlog.contracts.ledger import LedgerEntry
+from turnlog.errors import DecodeError
+from turnlog.kafka.partitioning import split_key
+from turnlog.kafka.reader import Record
+from turnlog.kafka.topics import TopicSet
+from turnlog.projections.store import Batch, Store
+from turnlog.wire.codec import decode
+from turnlog.wire.skim import skim_pause
+
+__all__ = ["ApplyStats", "StoreApplier"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ApplyStats:
+    applied: int = 0
+    skipped: int = 0
+    skipped_at: list[tuple[str, int, int, str]] = field(default_factory=list)
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+class StoreApplier:
+    """Turns records of the pauses and consumptions topics into store changes."""
+
+    def __init__(self, store: Store, topics: TopicSet) -> None:
+        self.store = store
+        self.topics = topics
+        self.stats = ApplyStats()
+
+    async def apply(self, records: Sequence[Record]) -> None:
+        self.apply_now(records)
+
+    def apply_now(self, records: Iterable[Record]) -> None:
+        ends: dict[tuple[str, int], int] = {}
+        with self.store.batch() as batch:
+            for record in records:
+                self._apply_one(batch, record)
+                ends[record.topic, record.partition] = record.offset + 1
+            # The same atomic batch: one offset per partition, the last one applied.
+            for (topic, partition), end in ends.items():
+                batch.set_offset(topic, partition, end)
+
+    def _apply_one(self, batch: Batch, record: Record) -> None:
+        try:
+            if record.topic == self.topics.pauses:
+                self._pause(batch, record)
+            elif record.topic == self.topics.consumptions:
+                self._consumption(batch, record)
+            else:
+                raise DecodeError("unexpected_topic", f"{record.topic} is not projected here")
+        except (DecodeError, ValueError) as exc:
+            self.stats.skipped += 1
+            where = (record.topic, record.partition, record.offset, str(exc))
+            if len(self.stats.skipped_at) < 1000:
+                self.stats.skipped_at.append(where)
+            log.warning(
+                "skipping %s[%d]@%d: %s", record.topic, record.partition, record.offset, exc
+            )
+            return
+        self.stats.applied += 1
+
+    def _pause(self, batch: Batch, record: Record) -> None:
+        if record.value is None:
+            if record.key is None:
+                raise DecodeError("tombstone_without_key", "a pauses tombstone must have a key")
+            thread_id, checkpoint_id = split_key(record.key)
+            batch.delete_pause(thread_id, checkpoint_id)
+            return
+        # Skimmed, not decoded: the same refusals at the door, without building the messages
+        # the store keeps as the record's own bytes.
+        pause = skim_pause(record.value)
+        cp = pause.checkpoint
+        batch.put_pause(
+            cp.thread_id,
+            cp.checkpoint_id,
+            cp.sequence,
+            record.value,
+            token_id=pause.token_id,
+            expires_at_ms=pause.expires_at_ms,
+        )
+
+    def _consumption(self, batch: Batch, record: Record) -> None:
+        if record.value is None:
+            if record.key is None:
+                raise DecodeError("tombstone_without_key", "a consumptions tombstone needs a key")
+            thread_id, token_id = split_key(record.key)
+            batch.delete_consumption(thread_id, token_id)
+            return
+        consumed = decode(record.value, TokenConsumed)
+        batch.put_consumption(
+            consumed.thread_id, consumed.token_id, consumed.outcome, consumed.answer_id
+        )
+
+    # -- reads used by the resume worker --------------------------------------------------------
+
+    def pause(self, token_id: str) -> PauseRecorded | None:
+        info = self.store.pause_for_token(token_id)
+        if info is None:
+            return None
+        return decode(info.value, PauseRecorded)
+
+    def ledger(self, token_id: str) -> LedgerEntry | None:
+        return self.store.ledger(token_id)
+
+    def expired(self, now: datetime) -> list[PauseRecorded]:
+        found = []
+        for open_pause in self.store.expired(_ms(now)):
+            pause = self.pause(open_pause.token_id)
+            if pause is not None:
+                found.append(pause)
+        return found
+
+    def record_consumptions(self, spent: Mapping[str, LedgerEntry]) -> None:
+        """What a committed transaction consumed; written after the commit, never before."""
+        if not spent:
+            return
+        with self.store.batch() as batch:
+            for token_id, entry in spent.items():
+                batch.put_consumption(entry.thread_id, token_id, entry.outcome, entry.answer_id)
