@@ -503,11 +503,14 @@ class _Compiler:
             # One byte (a string under 64 bytes) is one table step; a bad length steps past the
             # end, which the next read of ``d[p]`` refuses. No bound is checked here: every
             # skipped string is followed by a read, and an overshoot makes it an IndexError.
-            n = self._tmp("n")
+            n, high = self._tmp("n"), self._tmp("h")
             return [
                 f"{pad}{n} = d[p]",
                 f"{pad}if {n} < 128:",
                 f"{pad}    p += _STEP[{n}]",
+                f"{pad}elif ({high} := d[p + 1]) < 128:",  # 64 bytes to 8 KiB: two bytes
+                f"{pad}    {self._high} += 1",
+                f"{pad}    p += _STEP[{n} & 127] + ({high} << 6) + 1",
                 f"{pad}else:",
                 *self._read_long_varint(n, depth + 1),
                 f"{pad}    if {n} & 1:",
