@@ -147,6 +147,10 @@ async def _send_batched(
             batch = open_batches[topic] = producer.create_batch()
             batch.append(timestamp=None, key=key, value=value, headers=record_headers)
     for topic, batch in open_batches.items():
+        # Closed, so the sender takes it at once instead of lingering for more records (the
+        # transaction's commit would flush it anyway, after the linger): ``linger_ms`` is for
+        # records sent one by one.
+        batch.close()
         sent.append(await producer.send_batch(batch, topic, partition=partition))
     return sent
 
@@ -485,8 +489,13 @@ class ResumeWorker(Lifecycle):
         for reason, n in counts.rejected_by_reason.items():
             self.stats.rejected_by_reason[reason] = self.stats.rejected_by_reason.get(reason, 0) + n
         committed_at = time.time()
+        tally: dict[tuple[str, str], int] = {}
         for record, handled in outcomes:
-            self._report(record, handled, committed_at)
+            key = self._report(record, handled, committed_at)
+            tally[key] = tally.get(key, 0) + 1
+        # One increment per (outcome, reason) and batch, not per answer.
+        for (outcome, reason), n in tally.items():
+            self.metrics.answers.labels(outcome, reason).inc(n)
         self.metrics.batch_duration.observe(time.monotonic() - began)
 
     @staticmethod
@@ -496,8 +505,9 @@ class ResumeWorker(Lifecycle):
         parent = tracing.from_headers(getattr(record, "headers", None))
         return None if parent is None else tracing.child_of(parent).header()
 
-    def _report(self, record: Record, handled: Handled, committed_at: float) -> None:
-        """One committed answer: its counter, its latency, its INFO line (never the token)."""
+    def _report(self, record: Record, handled: Handled, committed_at: float) -> tuple[str, str]:
+        """One committed answer: its latency, its INFO line (never the token); its outcome and
+        reason, which the caller counts."""
         reason = "" if handled.refusal is None else handled.refusal.reason.value
         if handled.resumed:
             outcome = "resumed"
@@ -511,9 +521,8 @@ class ResumeWorker(Lifecycle):
             outcome = "rejected"
         else:
             outcome = "tombstone"
-        self.metrics.answers.labels(outcome, reason).inc()
-        if outcome == "tombstone":
-            return
+        if outcome == "tombstone" or not log.isEnabledFor(logging.INFO):
+            return outcome, reason
         log.info(
             "answer %s %s: thread %s, partition %d, offset %d%s",
             handled.answer_id, outcome, handled.thread_id, record.partition, record.offset,
@@ -524,6 +533,7 @@ class ResumeWorker(Lifecycle):
                 "partition": record.partition, "offset": record.offset,
             },
         )  # fmt: skip
+        return outcome, reason
 
     async def _commit(
         self,

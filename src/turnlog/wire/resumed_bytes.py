@@ -195,14 +195,32 @@ def _read_string(data: bytes, p: int) -> tuple[str, int]:
     return data[p:end].decode("utf-8"), end
 
 
+def _calls(data: bytes, p: int) -> tuple[list[tuple[str, str]], int]:
+    """The (id, name) of each ``ToolCall`` of a non-empty ``tool_calls`` array at ``p``."""
+    found: list[tuple[str, str]] = []
+    while True:  # blocks of items; a zero count closes the array
+        count, p = _read_long(data, p)
+        if count == 0:
+            return found, p
+        if count < 0:
+            count = -count
+            _, p = _read_long(data, p)  # the block's size in bytes
+        for _ in range(count):
+            call_id, p = _read_string(data, p)
+            name, p = _read_string(data, p)
+            p = _skip_string(data, p)  # arguments
+            found.append((call_id, name))
+
+
 def asking_round_of(messages_raw: bytes, message_count: int) -> AskingRound:
     """The :class:`~turnlog.contracts.rehydration.AskingRound` of ``message_count`` encoded
     ``Message`` items, equal to ``asking_round`` of the same messages decoded. Reads the role,
     the tool calls' ids and names and the tool messages' call ids; steps over everything else.
     ``ValueError`` (or ``IndexError``) for bytes that are not that many items.
 
-    Lengths, counts and union branches below 64 are one byte, read in line (the common case);
-    anything longer goes through :func:`_read_long`.
+    It runs once per resume over every message, so the common shapes are read in line: a
+    one-byte role, an empty tool-call array, a null union and a string whose length takes one
+    byte; anything else goes through the helpers above.
     """
     _writers()  # the layout check
     data = messages_raw
@@ -210,50 +228,50 @@ def asking_round_of(messages_raw: bytes, message_count: int) -> AskingRound:
     p = 0
     position = -1
     calls: list[tuple[str, str]] = []
-    answered_after: list[str] = []
+    answered_after: list[bytes] = []
     for index in range(message_count):
         role = data[p]
-        p += 1
         if role > 2 * _TOOL or role & 1:
             raise ValueError(f"role byte {role}")
-        p = _skip_string(data, p)  # content
+        b = data[p + 1]  # content: stepped over
+        if b < 0x80 and not b & 1:
+            p += 2 + (b >> 1)
+        else:
+            p = _skip_string(data, p + 1)
         found: list[tuple[str, str]] | None = None
-        while True:  # tool_calls: blocks of items, a zero count closes the array
-            if data[p] == 0:
-                p += 1
-                break
-            count, p = _read_long(data, p)
-            if count == 0:
-                break
-            if count < 0:
-                count = -count
-                _, p = _read_long(data, p)  # the block's size in bytes
-            if found is None:
-                found = []
-            for _ in range(count):
-                call_id, p = _read_string(data, p)
-                name, p = _read_string(data, p)
-                p = _skip_string(data, p)  # arguments
-                found.append((call_id, name))
-        tool_call_id = ""
-        b = data[p]  # tool_call_id: null (0) or string (2)
-        p += 1
+        if data[p] == 0:  # no tool calls
+            p += 1
+        else:
+            found, p = _calls(data, p)
+        b = data[p]  # tool_call_id: null (0) or a string (2)
+        tool_call_id = b""
         if b == 2:
-            tool_call_id, p = _read_string(data, p)
+            b = data[p + 1]
+            if b < 0x80 and not b & 1:
+                start = p + 2
+                p = start + (b >> 1)
+                tool_call_id = data[start:p]
+            else:
+                text, p = _read_string(data, p + 1)
+                tool_call_id = text.encode("utf-8")
         elif b:
             raise ValueError(f"union byte {b}")
-        b = data[p]  # name: null or string, stepped over
-        p += 1
+        else:
+            p += 1
+        b = data[p]  # name: null or a string, stepped over
         if b == 2:
-            p = _skip_string(data, p)
+            p = _skip_string(data, p + 1)
         elif b:
             raise ValueError(f"union byte {b}")
+        else:
+            p += 1
         if p > end:
             raise ValueError("a message runs past the end")
         if found and role == 2 * _ASSISTANT:
             position, calls, answered_after = index, found, []
-        elif role == 2 * _TOOL and tool_call_id and position >= 0:
+        elif tool_call_id and role == 2 * _TOOL and position >= 0:
             answered_after.append(tool_call_id)
     if p != end:
         raise ValueError(f"{end - p} bytes follow the {message_count} messages")
-    return AskingRound(position, tuple(calls), frozenset(answered_after))
+    observed = frozenset(raw.decode("utf-8") for raw in answered_after)
+    return AskingRound(position, tuple(calls), observed)
