@@ -49,6 +49,11 @@ class PartitionOwner:
             transaction_timeout_ms=transaction_timeout_ms,
             linger_ms=linger_ms,
             max_batch_size=256 * 1024,
+            # A partition's next transaction often begins while the coordinator is still
+            # writing the last one's markers; the broker answers CONCURRENT_TRANSACTIONS and
+            # aiokafka waits this long before asking again (100 ms by default, which was most
+            # of an answer's latency at half load; bench/README.md).
+            retry_backoff_ms=20,
             client_id=f"turnlog-resume-{partition}",
         )
         self._started = False

@@ -197,6 +197,11 @@ class ResumeWorker(Lifecycle):
         self._floors: dict[int, int] = {}
         self._lock = asyncio.Lock()
         self._reader_lock = asyncio.Lock()
+        #: The partitions the restore reader reads now, positioned where it stopped. The next
+        #: read of the same set goes on from there instead of seeking back to the store's
+        #: offsets: those stop at the last record applied, before a transaction's commit
+        #: marker, so every sweep would otherwise wait on a fetch that can only skip markers.
+        self._reader_reads: frozenset[TopicPartition] = frozenset()
         self._stopping = asyncio.Event()
         self._applier = StoreApplier(store, self.topics)
         self._partitions = settings.partitions
@@ -364,6 +369,7 @@ class ResumeWorker(Lifecycle):
         async with self._lock:
             await self._owners.close()
         await self._reader.stop()
+        self._reader_reads = frozenset()
 
     # -- ownership -------------------------------------------------------------------------
 
@@ -440,10 +446,19 @@ class ResumeWorker(Lifecycle):
         )
         tps = [TopicPartition(topic, p) for p in partitions for topic in topics]
         began = time.monotonic()
+        wanted = frozenset(tps)
         async with self._reader_lock:
-            offsets = self.store.offsets()
-            await self._reader.assign({tp: offsets.get((tp.topic, tp.partition)) for tp in tps})
-            count = await self._reader.read_to_end(self._applier.apply, timeout=timeout)
+            try:
+                if wanted != self._reader_reads:
+                    offsets = self.store.offsets()
+                    await self._reader.assign(
+                        {tp: offsets.get((tp.topic, tp.partition)) for tp in tps}
+                    )
+                    self._reader_reads = wanted
+                count = await self._reader.read_to_end(self._applier.apply, timeout=timeout)
+            except BaseException:
+                self._reader_reads = frozenset()  # positions unknown: seek again next time
+                raise
         self.stats.restored_records += count
         self.metrics.restored.inc(count)
         if record_duration:
@@ -550,11 +565,13 @@ class ResumeWorker(Lifecycle):
         try:
             await producer.begin_transaction()
             sent = await _send_batched(producer, partition, outputs, headers)
+            # The offsets join the transaction while its records are in flight (their round
+            # trips overlap); nothing is committed before both are done.
+            if offsets:
+                await producer.send_offsets_to_transaction(offsets, self.group_id)
             # aiokafka commits even if one of the transaction's records failed to be written;
             # all or nothing means waiting for every delivery and aborting on any failure.
             await asyncio.gather(*sent)
-            if offsets:
-                await producer.send_offsets_to_transaction(offsets, self.group_id)
             await producer.commit_transaction()
             return True
         except Exception as exc:  # noqa: BLE001 - aiokafka also raises non-Kafka state errors
