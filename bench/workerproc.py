@@ -69,6 +69,62 @@ class Progress:
 # --- turnlog's worker ------------------------------------------------------------------------
 
 
+class Timings:
+    """Wall time of each call of a few worker steps (``timings`` in the config): what an
+    answer's latency is made of -- a round (fetch wait, handling, transactions), the handling,
+    one transaction, the expiry sweep (and the part of it holding the worker lock)."""
+
+    STEPS = {
+        "round": ("turnlog.consumers.worker", "ResumeWorker", "_round"),
+        "handle": ("turnlog.consumers.handler", "AnswerHandler", "handle_batch"),
+        "transaction": ("turnlog.consumers.worker", "ResumeWorker", "_commit"),
+        "sweep": ("turnlog.consumers.worker", "ResumeWorker", "_expire"),
+        "sweep_locked": ("turnlog.consumers.worker", "ResumeWorker", "_expire_due"),
+    }
+
+    #: The raw loop's one step: a partition batch's transaction, from begin to commit.
+    RAW_STEPS = {"transaction": (__name__, "RawLoop", "_process")}
+
+    def __init__(self, steps: dict[str, tuple[str, str, str]] | None = None) -> None:
+        steps = self.STEPS if steps is None else steps
+        self.samples: dict[str, list[float]] = {name: [] for name in steps}
+        import importlib
+
+        for name, (module, cls, method) in steps.items():
+            owner = getattr(importlib.import_module(module), cls)
+            setattr(owner, method, self._timed(getattr(owner, method), self.samples[name]))
+
+    @staticmethod
+    def _timed(function: Any, into: list[float]) -> Any:
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return await function(*args, **kwargs)
+            finally:
+                into.append(time.perf_counter() - began)
+
+        return timed
+
+    def time_calls(self, name: str, owner: Any, method: str) -> None:
+        """Also time ``owner.method`` (an instance's, such as the worker's consumer)."""
+        into = self.samples.setdefault(name, [])
+        setattr(owner, method, self._timed(getattr(owner, method), into))
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        found = {}
+        for name, values in self.samples.items():
+            if values:
+                ordered = sorted(values)
+                found[name] = {
+                    "calls": len(ordered),
+                    "p50_ms": ordered[len(ordered) // 2] * 1000,
+                    "p99_ms": ordered[max(0, -(-len(ordered) * 99 // 100) - 1)] * 1000,
+                    "max_ms": ordered[-1] * 1000,
+                    "total_s": sum(ordered),
+                }
+        return found
+
+
 async def run_turnlog(config: dict[str, Any]) -> None:
     from turnlog.consumers.worker import ResumeWorker
     from turnlog.contracts.interactions import default_interactions
@@ -91,6 +147,7 @@ async def run_turnlog(config: dict[str, Any]) -> None:
         audience=settings.audience,
         leeway=timedelta(seconds=settings.token_leeway_seconds),
     )
+    timings = Timings() if config.get("timings") else None
     store = Store.open(settings.state_dir)
     worker = ResumeWorker(
         settings,
@@ -99,6 +156,8 @@ async def run_turnlog(config: dict[str, Any]) -> None:
         interactions=default_interactions(),
         max_batch=config["max_batch"],
     )
+    if timings is not None:  # the fetch wait, on its own
+        timings.time_calls("fetch", worker._consumer, "getmany")
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, worker.request_stop)
     progress = Progress(config)
@@ -125,7 +184,8 @@ async def run_turnlog(config: dict[str, Any]) -> None:
     finally:
         profiling.stop()
         store.close()
-    emit("exit", stats=asdict(worker.stats), **memory_kb())
+    extra = {"timings": timings.summary()} if timings is not None else {}
+    emit("exit", stats=asdict(worker.stats), **extra, **memory_kb())
 
 
 # --- the raw loop ----------------------------------------------------------------------------
@@ -267,6 +327,7 @@ def _signature_check(config: dict[str, Any]) -> Any:
 
 
 async def run_raw(config: dict[str, Any]) -> None:
+    timings = Timings(Timings.RAW_STEPS) if config.get("timings") else None
     raw = RawLoop(config)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
@@ -286,7 +347,9 @@ async def run_raw(config: dict[str, Any]) -> None:
             stop.set()
     await task
     profiling.stop()
-    emit("exit", stats={"resumed": raw.processed, "restored_records": raw.restored}, **memory_kb())
+    extra = {"timings": timings.summary()} if timings is not None else {}
+    stats = {"resumed": raw.processed, "restored_records": raw.restored}
+    emit("exit", stats=stats, **extra, **memory_kb())
 
 
 # --- the harness side ------------------------------------------------------------------------

@@ -7,7 +7,9 @@ read_committed consumer of the resumed topic returns the turn (matched by its th
 the figure holds the produce, the worker's poll, the work, the commit and the reader's fetch.
 The worker runs in its own process; the publisher and the reader share the harness's loop.
 Baseline: the raw EOS loop at the same load on its own topics. The first 10% of each run is
-warm-up and not counted.
+warm-up and not counted. turnlog's worker also times its steps (:class:`bench.workerproc.Timings`:
+rounds, handling, transactions, the expiry sweep), printed and kept in the JSON, which is what
+says where a tail comes from.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ async def run(ctx: Context) -> list[Row]:
     )
     ctx.log(f"offered load {rate:,.0f} answers/s ({source}), {per_run:,} answers per run")
     results: dict[str, list[dict[str, float]]] = {"turnlog": [], "raw": []}
+    steps: dict[str, Any] = {}
     answers: list[Out] = []
     async with scenario_topics(ctx.bootstrap, []) as prefixes:
         for mode in ("turnlog", "raw"):
@@ -71,6 +74,7 @@ async def run(ctx: Context) -> list[Row]:
                 config = worker_config(
                     ctx, dep, mode, app_id=app_id, state_dir=Path(state) / "store"
                 )
+                config["timings"] = True  # what the tail is made of
                 proc = WorkerProcess(config)
                 await proc.start()
                 try:
@@ -87,12 +91,20 @@ async def run(ctx: Context) -> list[Row]:
                             f"(achieved {found['achieved_rate']:,.0f}/s)"
                         )
                 finally:
-                    await proc.stop()
+                    exit_event = await proc.stop()
+                steps[mode] = (exit_event or {}).get("timings", {})
+                ctx.log(
+                    f"{mode} worker steps (p50 / p99 / max ms): "
+                    + "; ".join(
+                        f"{name} {t['p50_ms']:.1f} / {t['p99_ms']:.1f} / {t['max_ms']:.1f}"
+                        for name, t in steps[mode].items()
+                    )
+                )
     limit = opts.commit_interval_ms + 50
     common: dict[str, Any] = {
         "unit": "ms",
         "baseline_name": "raw EOS loop",
-        "details": {"rate": rate, "rate_source": source, "runs": results},
+        "details": {"rate": rate, "rate_source": source, "runs": results, "steps": steps},
     }
     return [
         Row(
