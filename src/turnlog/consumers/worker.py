@@ -88,6 +88,20 @@ class WorkerStats:
     rejected_by_reason: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class _Prepared:
+    """A partition batch handled and not yet committed: what its transaction writes."""
+
+    tp: TopicPartition
+    records: Sequence[Record]
+    began: float
+    pending: dict[str, LedgerEntry] = field(default_factory=dict)
+    outputs: list[Output] = field(default_factory=list)
+    headers: list[tracing.Headers | None] = field(default_factory=list)
+    outcomes: list[tuple[Record, Handled]] = field(default_factory=list)
+    counts: WorkerStats = field(default_factory=WorkerStats)
+
+
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     def __init__(self, worker: ResumeWorker) -> None:
         self._worker = worker
@@ -304,19 +318,32 @@ class ResumeWorker(Lifecycle):
     async def _round(self) -> None:
         batch = await self._consumer.getmany(timeout_ms=self.settings.commit_interval_ms)
         async with self._lock:
-            # Each owned partition has its own producer, so their transactions commit side
-            # by side. Every batch runs to its own commit or abort before an error is raised.
-            work = []
+            # Every partition's batch is handled first, then their transactions (one producer
+            # per partition) commit side by side. Handling first gives each partition's last
+            # transaction the time to finish its markers: a transaction begun before they are
+            # written is refused (CONCURRENT_TRANSACTIONS) and retried after a backoff, which
+            # at half load was what an answer waited for most. Every prepared batch runs to its
+            # own commit or abort before an error is raised.
+            prepared: list[_Prepared] = []
+            failure: BaseException | None = None
             for tp, records in batch.items():
                 if records and tp.partition in self._owners:
                     current = await self._still_current(tp, records)
-                    if current:
-                        work.append(self._process(tp, current))
+                    if not current:
+                        continue
+                    try:
+                        prepared.append(await self._prepare(tp, current))
+                    except Exception as exc:  # noqa: BLE001 - the worker's own (a catch-up read)
+                        self._put_back(tp, current[0].offset)
+                        failure = failure or exc
                 elif records:
                     self._put_back(tp, records[0].offset)
+            work = [self._conclude(one) for one in prepared]
             for outcome in await asyncio.gather(*work, return_exceptions=True):
                 if isinstance(outcome, BaseException):
                     raise outcome
+            if failure is not None:
+                raise failure
             await self._retake()
             await self._report_lag()
 
@@ -471,20 +498,17 @@ class ResumeWorker(Lifecycle):
 
     # -- answers ---------------------------------------------------------------------------
 
-    async def _process(self, tp: TopicPartition, records: Sequence[Record]) -> None:
-        began = time.monotonic()
-        pending: dict[str, LedgerEntry] = {}
-        outputs: list[Output] = []
-        headers: list[tracing.Headers | None] = []
-        counts = WorkerStats()
-        outcomes: list[tuple[Record, Handled]] = []
+    async def _prepare(self, tp: TopicPartition, records: Sequence[Record]) -> _Prepared:
+        """What a partition batch's transaction must write: each record handled."""
+        one = _Prepared(tp, records, time.monotonic())
         now = self.clock()
+        counts = one.counts
         for record, handled in zip(
-            records, await self._handler.handle_batch(records, pending, now), strict=True
+            records, await self._handler.handle_batch(records, one.pending, now), strict=True
         ):
-            outputs.extend(handled.outputs)
-            headers.extend([self._trace(record)] * len(handled.outputs))
-            outcomes.append((record, handled))
+            one.outputs.extend(handled.outputs)
+            one.headers.extend([self._trace(record)] * len(handled.outputs))
+            one.outcomes.append((record, handled))
             if handled.resumed:
                 counts.resumed += 1
             elif handled.duplicate:
@@ -493,11 +517,17 @@ class ResumeWorker(Lifecycle):
                 counts.rejected += 1
                 reason = handled.refusal.reason.value
                 counts.rejected_by_reason[reason] = counts.rejected_by_reason.get(reason, 0) + 1
-        if not await self._commit(tp.partition, outputs, {tp: records[-1].offset + 1}, headers):
+        return one
+
+    async def _conclude(self, one: _Prepared) -> None:
+        """Commit a prepared batch with its input offset; only then tell the store and count."""
+        tp, records, counts = one.tp, one.records, one.counts
+        offsets = {tp: records[-1].offset + 1}
+        if not await self._commit(tp.partition, one.outputs, offsets, one.headers):
             self._put_back(tp, records[0].offset)
             return
         # Committed: only now does the store learn of the consumptions.
-        self._applier.record_consumptions(pending)
+        self._applier.record_consumptions(one.pending)
         self.stats.resumed += counts.resumed
         self.stats.rejected += counts.rejected
         self.stats.duplicates += counts.duplicates
@@ -505,13 +535,13 @@ class ResumeWorker(Lifecycle):
             self.stats.rejected_by_reason[reason] = self.stats.rejected_by_reason.get(reason, 0) + n
         committed_at = time.time()
         tally: dict[tuple[str, str], int] = {}
-        for record, handled in outcomes:
+        for record, handled in one.outcomes:
             key = self._report(record, handled, committed_at)
             tally[key] = tally.get(key, 0) + 1
         # One increment per (outcome, reason) and batch, not per answer.
         for (outcome, reason), n in tally.items():
             self.metrics.answers.labels(outcome, reason).inc(n)
-        self.metrics.batch_duration.observe(time.monotonic() - began)
+        self.metrics.batch_duration.observe(time.monotonic() - one.began)
 
     @staticmethod
     def _trace(record: Record) -> tracing.Headers | None:
