@@ -66,8 +66,9 @@ _SMALL = tuple(_varint(n << 1) for n in range(4096))
 #: first of several).
 _HALF = tuple(-1 if n & 1 or n > 127 else n >> 1 for n in range(256))
 #: A one-byte string length read as a step over the string: the byte plus the length, or for a
-#: negative length (an odd zig-zag value) a step far past any end, so the next read refuses it.
-_STEP = tuple(1 << 62 if n & 1 else (n >> 1) + 1 for n in range(128))
+#: negative length (an odd zig-zag value) a step far past any end, so the next read refuses it;
+#: 0 for the first byte of a longer length.
+_STEP = tuple(0 if n > 127 else 1 << 62 if n & 1 else (n >> 1) + 1 for n in range(256))
 
 
 def _long(value: Any) -> bytes:
@@ -511,12 +512,12 @@ class _Compiler:
             # skipped string is followed by a read, and an overshoot makes it an IndexError.
             n, high = self._tmp("n"), self._tmp("h")
             return [
-                f"{pad}{n} = d[p]",
-                f"{pad}if {n} < 128:",
-                f"{pad}    p += _STEP[{n}]",
+                f"{pad}{n} = _STEP[d[p]]",
+                f"{pad}if {n}:",
+                f"{pad}    p += {n}",
                 f"{pad}elif ({high} := d[p + 1]) < 128:",  # 64 bytes to 8 KiB: two bytes
                 f"{pad}    {self._high} += 1",
-                f"{pad}    p += _STEP[{n} & 127] + ({high} << 6) + 1",
+                f"{pad}    p += _STEP[d[p] & 127] + ({high} << 6) + 1",
                 f"{pad}else:",
                 *self._read_long_varint(n, depth + 1),
                 f"{pad}    if {n} & 1:",

@@ -20,7 +20,6 @@ more items appended first), it is a valid ``array<Message>`` body of any current
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, NoReturn
@@ -100,16 +99,21 @@ class _Skim(NamedTuple):
     message: CompiledSchema
 
 
-@functools.cache
+_SKIM: _Skim | None = None  # built on first use: compiling reads the schema files
+
+
 def _skim() -> _Skim:
-    message = compile_schema(schema_for("Message"))
-    if message is None:  # the compiler covers every current schema; a test holds it to that
-        raise RuntimeError("the Message schema is not compiled")
-    return _Skim(
-        header=MAGIC + fingerprint_of("PauseRecorded"),
-        reader=compile_skim(schema_for("PauseRecorded"), frozenset({_RAW_FIELD})),
-        message=message,
-    )
+    global _SKIM
+    if _SKIM is None:
+        message = compile_schema(schema_for("Message"))
+        if message is None:  # the compiler covers every current schema; a test holds it to that
+            raise RuntimeError("the Message schema is not compiled")
+        _SKIM = _Skim(
+            header=MAGIC + fingerprint_of("PauseRecorded"),
+            reader=compile_skim(schema_for("PauseRecorded"), frozenset({_RAW_FIELD})),
+            message=message,
+        )
+    return _SKIM
 
 
 def skim_pause(value: bytes) -> SkimmedPause:
@@ -125,7 +129,7 @@ def skim_pause(value: bytes) -> SkimmedPause:
         if not isinstance(value, bytearray | memoryview):
             raise DecodeError("not_single_object", f"expected bytes, got {type(value).__name__}")
         value = bytes(value)
-    skim = _skim()
+    skim = _SKIM or _skim()
     header = skim.header
     if skim.reader is None or value[: len(header)] != header:
         return _from_value(decode(value, PauseRecorded))
