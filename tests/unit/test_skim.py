@@ -9,6 +9,7 @@ deleted bytes, random bodies behind a valid header, and hand-made refusals of ea
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -98,7 +99,8 @@ def _assert_same_fields(skim: SkimmedPause, pause: PauseRecorded) -> None:
     assert skim.checkpoint.message_count == len(pause.checkpoint.messages)
     assert skim.checkpoint.messages() == pause.checkpoint.messages
     assert skim.decode() == pause
-    assert skim.expires_at_ms == round(pause.expires_at.timestamp() * 1000)
+    since_epoch = pause.expires_at - datetime(1970, 1, 1, tzinfo=UTC)
+    assert skim.expires_at_ms == since_epoch // timedelta(milliseconds=1)
 
 
 @settings(max_examples=200, deadline=None)
