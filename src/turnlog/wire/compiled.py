@@ -544,6 +544,9 @@ class _Compiler:
                 f"{pad}if d[p] == 0:",
                 f"{pad}    p += 1",
                 f"{pad}else:",
+                f"{pad}    if d[p] == 2:",  # a block of one item, the usual case: in line
+                f"{pad}        p += 1",
+                *self._skip(schema["items"], depth + 2),
                 f"{pad}    while True:",
                 *self._read_varint(count, depth + 2),
                 f"{pad}        if {count} == 0:",
