@@ -108,18 +108,48 @@ def _double(value: Any) -> bytes:
 
 
 def _read_unsigned(data: bytes, p: int) -> tuple[int, int]:
-    """The unsigned varint at ``p`` (at most ten bytes, below 2**64) and the position after it."""
+    """The unsigned varint at ``p`` (at most ten bytes, below 2**64) and the position after it.
+
+    Unrolled to six bytes, which covers every timestamp in milliseconds until the year 2109;
+    longer ones continue in :func:`_read_unsigned_rest`.
+    """
     b = data[p]
-    p += 1
-    n = b & 0x7F
-    shift = 7
-    while b & 0x80:
+    if b < 128:
+        return b, p + 1
+    n = b & 127
+    b = data[p + 1]
+    if b < 128:
+        return n | b << 7, p + 2
+    n |= (b & 127) << 7
+    b = data[p + 2]
+    if b < 128:
+        return n | b << 14, p + 3
+    n |= (b & 127) << 14
+    b = data[p + 3]
+    if b < 128:
+        return n | b << 21, p + 4
+    n |= (b & 127) << 21
+    b = data[p + 4]
+    if b < 128:
+        return n | b << 28, p + 5
+    n |= (b & 127) << 28
+    b = data[p + 5]
+    if b < 128:
+        return n | b << 35, p + 6
+    return _read_unsigned_rest(data, p + 6, n | (b & 127) << 35, 42)
+
+
+def _read_unsigned_rest(data: bytes, p: int, n: int, shift: int) -> tuple[int, int]:
+    """The bytes of a varint from the seventh on (``shift``: the bits already read)."""
+    while True:
         if shift > 63:
             raise _Malformed("a varint longer than ten bytes")
         b = data[p]
         p += 1
         n |= (b & 0x7F) << shift
         shift += 7
+        if b < 128:
+            break
     if n >> 64:
         raise _Malformed("a varint beyond 64 bits")
     return n, p
@@ -153,6 +183,8 @@ _HELPERS = {
     "_double": _double,
     "_read_unsigned": _read_unsigned,
     "_read_millis": _read_millis,
+    "_EPOCH_UTC": _EPOCH_UTC,
+    "_timedelta": timedelta,
     "_read_double": _read_double,
     "_Truncated": _Truncated,
     "_Malformed": _Malformed,
@@ -360,7 +392,13 @@ class _Compiler:
         if kind == "string":
             return self._read_string(target, depth)
         if kind == "long" and logical == "timestamp-millis":
-            return [*self._read_varint(target, depth), f"{pad}{target} = _read_millis({target})"]
+            return [
+                *self._read_varint(target, depth),
+                f"{pad}try:",
+                f"{pad}    {target} = _EPOCH_UTC + _timedelta(0, 0, 0, {target})",
+                f"{pad}except OverflowError:",  # outside datetime's range: its named refusal
+                f"{pad}    {target} = _read_millis({target})",
+            ]
         if kind == "long":
             return self._read_varint(target, depth)
         if kind == "int":
