@@ -92,7 +92,8 @@ class Timings:
 
         for name, (module, cls, method) in steps.items():
             owner = getattr(importlib.import_module(module), cls)
-            setattr(owner, method, self._timed(getattr(owner, method), self.samples[name]))
+            if hasattr(owner, method):  # an older worker (a before/after run) may lack one
+                setattr(owner, method, self._timed(getattr(owner, method), self.samples[name]))
 
     @staticmethod
     def _timed(function: Any, into: list[float]) -> Any:
