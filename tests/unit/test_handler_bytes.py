@@ -226,3 +226,50 @@ async def test_after_a_catch_up_the_batch_reads_the_store_again() -> None:
 def test_the_worker_view_shape_is_a_batch_view() -> None:
     assert isinstance(SkimmedView([], {}), BatchStoreView)
     assert not isinstance(DecodedView([], {}), BatchStoreView)
+
+
+async def test_signatures_checked_on_threads_decide_as_checked_inline() -> None:
+    """A batch big enough for the verification threads: every outcome -- resumed, refused at
+    step 1 for each reason, a retry recognised without signature work -- as when inline."""
+    spent = make_pause(make_checkpoint(checkpoint_id="cp-3"), token_id="t3")
+    tampered = make_answer().token[:-4] + "AAAA"
+    answers = [
+        make_answer(),
+        make_answer(answer_id="ans-2"),  # the same token again in the transaction
+        make_answer(answer_id="ans-3", token=tampered),
+        make_answer(answer_id="ans-4", token="not.a.token"),
+        make_answer(answer_id="ans-0", token=token_for(spent)),  # a retry of a spent one
+        make_answer(answer_id="ans-5", token=token_for(PAUSE, token_id="other")),
+        make_answer(answer_id="ans-6", scope_hash="tenant-b"),
+        *(make_answer(answer_id=f"ans-x{i}", token=tampered) for i in range(6)),
+    ]
+    records = [record(a, i) for i, a in enumerate(answers)]
+    outcomes = []
+    for threads in (1, 2):
+        view = SkimmedView([PAUSE, spent], {"t3": LedgerEntry("resumed", "ans-0")})
+        checks = AnswerHandler(
+            topics=TOPICS,
+            partitions=PARTITIONS,
+            verifier=VERIFIER,
+            interactions=INTERACTIONS,
+            view=view,
+            catch_up=_nothing,
+            max_record_bytes=1_000_000,
+            verify_threads=threads,
+        )
+        try:
+            handled = await checks.handle_batch(records, {}, NOW)
+        finally:
+            checks.close()
+        outcomes.append([comparable(h) for h in handled])
+    assert outcomes[0] == outcomes[1]
+    reasons = [o[3].reason.value if o[3] else ("dup" if o[2] else "ok") for o in outcomes[1]]
+    assert reasons[:7] == [
+        "ok",
+        "already_consumed",
+        "token_invalid",
+        "token_invalid",
+        "dup",
+        "no_recorded_turn_state",
+        "scope_mismatch",
+    ]

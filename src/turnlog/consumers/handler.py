@@ -23,10 +23,9 @@ broker. Three rules of this module are what keeps the guarantee against hostile 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol, runtime_checkable
 
 from turnlog.consumers import screening
 from turnlog.consumers.acceptance import Output, Verified, accept
@@ -38,6 +37,8 @@ from turnlog.consumers.screening import (
     jti_of,
     key_thread,
 )
+from turnlog.consumers.signatures import SignatureChecks
+from turnlog.consumers.views import BatchStoreView, CatchUp, StoreView
 from turnlog.contracts.events import AnswerSubmitted, PauseRecorded
 from turnlog.contracts.interactions import InteractionRegistry
 from turnlog.contracts.ledger import LedgerEntry, Outcome
@@ -53,45 +54,9 @@ from turnlog.wire.skim import SkimmedPause, skim_pause
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "DETAIL_CHARS",
-    "AnswerHandler",
-    "BatchStoreView",
-    "Handled",
-    "Output",
-    "StoreView",
-    "clip",
-    "event_meta",
-]
-
-
-class StoreView(Protocol):
-    """What the handler reads of the worker's store. A pause may come decoded or skimmed (its
-    messages still encoded: the worker's, see :mod:`turnlog.consumers.acceptance`)."""
-
-    def pause(self, token_id: str) -> PauseRecorded | SkimmedPause | None: ...
-
-    def ledger(self, token_id: str) -> LedgerEntry | None: ...
-
-    def pauses_applied(self, partition: int) -> int | None:
-        """The next offset of pauses[partition] the store has applied (``None``: none)."""
-        ...
-
-
-@runtime_checkable
-class BatchStoreView(StoreView, Protocol):
-    """A store view that also answers for many tokens at once (RocksDB multi-gets): the
-    handler asks once per batch of answers instead of once per answer."""
-
-    def ledgers(self, token_ids: Sequence[str]) -> list[LedgerEntry | None]: ...
-
-    def pause_values(self, token_ids: Sequence[str]) -> list[bytes | None]:
-        """The stored pause record (single-object bytes) of each token, ``None`` where none."""
-        ...
-
-
-#: Catch the store up on pauses[partition] to its committed end.
-CatchUp = Callable[[int], Awaitable[None]]
+# Re-exported: the worker and the tests import these from here.
+__all__ = ["DETAIL_CHARS", "AnswerHandler", "BatchStoreView", "Handled", "Output", "clip"]
+__all__ += ["StoreView", "event_meta"]
 
 
 @dataclass
@@ -114,6 +79,9 @@ class _Parsed:
     answer: AnswerSubmitted
     parsed: ParsedToken | Refused
     token_id: str | None
+    #: The verification made ahead on the thread pool, if it was (an exception it raised
+    #: other than a refusal is kept and raised where the verification would have run).
+    ahead: PauseClaims | Exception | None = None
 
 
 @dataclass
@@ -151,6 +119,7 @@ class AnswerHandler:
         view: StoreView,
         catch_up: CatchUp,
         max_record_bytes: int,
+        verify_threads: int = 1,
     ) -> None:
         self.topics = topics
         self.partitions = partitions
@@ -159,6 +128,7 @@ class AnswerHandler:
         self.view = view
         self.catch_up = catch_up
         self.max_record_bytes = max_record_bytes
+        self._signatures = SignatureChecks(verifier, verify_threads)
 
     async def handle(
         self, record: Record, pending: dict[str, LedgerEntry], now: datetime
@@ -183,6 +153,7 @@ class AnswerHandler:
             except Exception as exc:  # noqa: BLE001 - one record must never stop the worker
                 first.append(self._unprocessable(record, exc, now))
         prefetched = self._prefetch(first)
+        await self._verify_ahead(first, prefetched, pending, now)
         handled = []
         for record, parsed in zip(records, first, strict=True):
             if isinstance(parsed, Handled):
@@ -204,6 +175,35 @@ class AnswerHandler:
             log.warning("the batch read of the store failed; reading per answer", exc_info=True)
             found.clear()
         return found
+
+    async def _verify_ahead(
+        self,
+        first: Sequence[_Parsed | Handled],
+        prefetched: _Prefetched,
+        pending: Mapping[str, LedgerEntry],
+        now: datetime,
+    ) -> None:
+        """Check the batch's signatures side by side (:mod:`turnlog.consumers.signatures`).
+        A retry the ledger already recognises is left out (it needs no signature work); each
+        outcome is used exactly where :meth:`_check` would have made it."""
+        due = []
+        for parsed in first:
+            if not isinstance(parsed, _Parsed) or not isinstance(parsed.parsed, ParsedToken):
+                continue
+            token_id = parsed.token_id
+            ledger = None if token_id is None else pending.get(token_id)
+            if ledger is None and token_id is not None:
+                ledger = prefetched.ledgers.get(token_id)
+            if not is_replay(parsed.answer, ledger):
+                due.append((parsed, parsed.parsed))
+        outcomes = await self._signatures.check([token for _, token in due], now)
+        if outcomes is not None:
+            for (parsed, _), outcome in zip(due, outcomes, strict=True):
+                parsed.ahead = outcome
+
+    def close(self) -> None:
+        """Stop the signature threads, if any were started."""
+        self._signatures.close()
 
     async def _handle(
         self,
@@ -280,7 +280,15 @@ class AnswerHandler:
                 answer_id=clip(answer.answer_id, ID_CHARS),
             )
         token = parsed.parsed
-        verified = token if isinstance(token, Refused) else self._verify(token, now)
+        verified: PauseClaims | Refused
+        if isinstance(token, Refused):
+            verified = token
+        elif parsed.ahead is None:
+            verified = self._verify(token, now)
+        elif isinstance(parsed.ahead, Refused | PauseClaims):
+            verified = parsed.ahead
+        else:
+            raise parsed.ahead  # what the verification raised, handled as if raised here
         return _Checked(answer, token_id, ledger, verified)
 
     def _verify(self, parsed: ParsedToken, now: datetime) -> PauseClaims | Refused:

@@ -184,6 +184,7 @@ class ResumeWorker(Lifecycle):
         session_timeout_ms: int = 10000,
         instance_id: str | None = None,
         registry: CollectorRegistry | None = None,
+        verify_threads: int = 2,
     ) -> None:
         self.settings = settings
         self.topics = topics or TopicSet.from_settings(settings)
@@ -198,6 +199,8 @@ class ResumeWorker(Lifecycle):
         self._joined = False
         self.group_id = settings.application_id
         self._expiry_interval = expiry_interval
+        #: Threads checking a batch's token signatures side by side (fewer than 2: inline).
+        self._verify_threads = verify_threads
         self._owners = Ownership(
             settings.connection,
             settings.application_id,
@@ -252,6 +255,7 @@ class ResumeWorker(Lifecycle):
             view=_View(self._applier, self.store, self.topics.pauses),
             catch_up=self._catch_up,
             max_record_bytes=self.settings.max_record_bytes,
+            verify_threads=self._verify_threads,
         )
 
     @property
@@ -397,6 +401,7 @@ class ResumeWorker(Lifecycle):
             await self._owners.close()
         await self._reader.stop()
         self._reader_reads = frozenset()
+        self._handler.close()
 
     # -- ownership -------------------------------------------------------------------------
 

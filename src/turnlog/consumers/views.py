@@ -1,0 +1,45 @@
+"""What the resume handler reads: the worker's store, seen through a narrow view.
+
+A port with two implementations: the worker's (:class:`turnlog.consumers.worker`'s view over
+its RocksDB store: pauses skimmed, batch reads) and the unit tests' (decoded pauses in a dict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from turnlog.contracts.events import PauseRecorded
+from turnlog.contracts.ledger import LedgerEntry
+from turnlog.wire.skim import SkimmedPause
+
+__all__ = ["BatchStoreView", "CatchUp", "StoreView"]
+
+
+class StoreView(Protocol):
+    """What the handler reads of the worker's store. A pause may come decoded or skimmed (its
+    messages still encoded: the worker's, see :mod:`turnlog.consumers.acceptance`)."""
+
+    def pause(self, token_id: str) -> PauseRecorded | SkimmedPause | None: ...
+
+    def ledger(self, token_id: str) -> LedgerEntry | None: ...
+
+    def pauses_applied(self, partition: int) -> int | None:
+        """The next offset of pauses[partition] the store has applied (``None``: none)."""
+        ...
+
+
+@runtime_checkable
+class BatchStoreView(StoreView, Protocol):
+    """A store view that also answers for many tokens at once (RocksDB multi-gets): the
+    handler asks once per batch of answers instead of once per answer."""
+
+    def ledgers(self, token_ids: Sequence[str]) -> list[LedgerEntry | None]: ...
+
+    def pause_values(self, token_ids: Sequence[str]) -> list[bytes | None]:
+        """The stored pause record (single-object bytes) of each token, ``None`` where none."""
+        ...
+
+
+#: Catch the store up on pauses[partition] to its committed end.
+CatchUp = Callable[[int], Awaitable[None]]
