@@ -96,6 +96,7 @@ async def agent_continues(tl: Turnlog, model: ScriptedModel, thread: str) -> str
                 result = deploy(**call["arguments"])
                 history.append({"role": "tool", "tool_call_id": call["id"], "content": result})
             final: str = model.reply(history)["content"]
+            await turns.commit()  # leaving the loop: this turn is handled
             return final
     raise RuntimeError("the resumed stream ended")
 

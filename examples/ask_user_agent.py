@@ -77,6 +77,7 @@ async def agent_continues(tl: Turnlog, model: ScriptedModel, thread: str) -> str
         async for turn in turns:
             if turn.thread_id == thread:
                 final: str = model.reply(history_dicts(turn))["content"]
+                await turns.commit()  # leaving the loop: this turn is handled
                 return final
     raise RuntimeError("the resumed stream ended")
 

@@ -76,6 +76,7 @@ async def main() -> None:
             async for turn in turns:
                 if turn.thread_id == thread:
                     result = await graph.ainvoke(resume_command(turn), config)
+                    await turns.commit()  # leaving the loop: this turn is handled
                     break
         await answering
     await worker

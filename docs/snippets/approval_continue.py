@@ -33,6 +33,7 @@ async def continue_turn(thread_id: str) -> None:
                 print(f"{turn.thread_id}: ran {call['name']}({call['arguments']}): {result}")
             else:  # rejected: nothing runs; the person's message is the call's result
                 print(f"{turn.thread_id}: not run; the model reads: {history[-1]['content']}")
+            await turns.commit()  # leaving the loop: mark this turn handled now
             return  # hand `history` to the model to continue
 
 

@@ -16,6 +16,7 @@ async def continue_turn() -> None:
                 text = message["content"].replace("\n", "\n" + " " * 13)
                 print(f"  {message['role']:>9}: {text}")
             # hand history_dicts(turn) to your model: its next reply continues the turn
+            await turns.commit()  # leaving the loop: mark this turn handled now
             return
 
 

@@ -21,6 +21,17 @@ from turnlog import (
     TurnResumed,
     write_keypair,
 )
+from turnlog.kafka.topics import admin_client
+
+
+async def _group_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    admin = admin_client(bootstrap)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets(group)
+    finally:
+        await admin.close()
+    return {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items()}
 
 
 def api_settings(bootstrap: str, names: Names, root: Path) -> Settings:
@@ -71,9 +82,15 @@ async def test_pause_answer_outcome_and_resumed_through_one_object(
         assert not late.accepted
         assert late.reason == RefusalReason.ALREADY_CONSUMED.value
 
+        # A loop left after its turn commits it first: the group's next reader starts past it.
         async with tl.resumed() as turns:
-            turn = await anext(aiter(turns))
+            delivery = await anext(turns.deliveries())
+            await turns.commit()
+        turn = delivery.event
+        assert isinstance(turn, TurnResumed)
         assert turn.answer_id == sent.answer_id
+        group_at = await _group_offsets(bootstrap, f"{names.app}.agents")
+        assert group_at[(tl.topics.resumed, delivery.partition)] == delivery.offset + 1
         answered = [m for m in turn.history if m.get("tool_call_id") == "call-1"]
         assert len(answered) == 1 and '"eu"' in answered[0]["content"]
 

@@ -124,7 +124,9 @@ class ResumedTurns(Lifecycle):
     """An async iterator over the resumed topic (``read_committed``, its own consumer group).
 
     ``async for turn in turns`` commits a turn's offset when the loop asks for the next one, i.e.
-    after the body handled it. Undecodable records are skipped and counted, never raised.
+    after the body handled it. A loop that leaves after handling a turn (``break``, ``return``)
+    calls :meth:`commit` first, or the turn is delivered again. Undecodable records are skipped
+    and counted, never raised.
 
     A commit the group refuses because it rebalanced meanwhile (a long outage ends the member's
     session) is kept and made again once the partition is back; the consumer, positioned at the
@@ -156,6 +158,8 @@ class ResumedTurns(Lifecycle):
         self._heard_at = 0.0
         #: Per partition, the offset after the last record handed out and handled here.
         self._handled: dict[TopicPartition, int] = {}
+        #: Per partition, the offset after the turn handed out and not yet confirmed handled.
+        self._given: dict[TopicPartition, int] = {}
         #: Handled offsets whose commit has not gone through yet.
         self._uncommitted: dict[TopicPartition, int] = {}
         #: Of those, the ones the group refused once: checked against its offset before retrying.
@@ -222,6 +226,7 @@ class ResumedTurns(Lifecycle):
                 kind = "resumed" if isinstance(event, TurnResumed) else "expired"
                 self.metrics.delivered.labels(kind).inc()
                 trace = tracing.from_headers(getattr(record, "headers", None))
+                self._given[tp] = record.offset + 1
                 yield Delivery(
                     event, record.partition, record.offset, None if trace is None else str(trace)
                 )
@@ -229,7 +234,22 @@ class ResumedTurns(Lifecycle):
                 self.skipped += 1
                 self.metrics.skipped.inc()
             # Reached only when the caller asks for the next item: its handling is done.
+            self._given.pop(tp, None)
             self._handled[tp] = self._uncommitted[tp] = record.offset + 1
+            await self._commit_owed()
+
+    async def commit(self) -> None:
+        """Mark the turns handed out so far as handled and commit their offsets now.
+
+        For a loop that leaves after a turn: ``async for`` commits a turn only when it asks for
+        the next one, so without this a ``break`` or ``return`` leaves the last turn to be
+        delivered again (to this group's next reader). A commit the group refuses because it
+        rebalanced stays owed, as in the loop.
+        """
+        for tp, offset in self._given.items():
+            self._handled[tp] = self._uncommitted[tp] = offset
+        self._given.clear()
+        if self._uncommitted:
             await self._commit_owed()
 
     # -- riding out the broker ------------------------------------------------------------------
