@@ -18,16 +18,14 @@ and ``tests/integration/test_examples.py`` run.
 from __future__ import annotations
 
 import os
-import re
-import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import transcripts
 from tests.conftest import Names
-from tests.integration.test_readme_tour import SETUP, Step, matches, outputs, script
+from tests.transcripts import console_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -41,24 +39,7 @@ def pages() -> list[Path]:
     return [p for p in sorted(DOCS.rglob("*.md")) if str(p.relative_to(DOCS)) not in RUN_ELSEWHERE]
 
 
-def console_blocks(text: str) -> list[list[Step]]:
-    """Each ``console`` block of a page as its steps (the README tour's rules for a step)."""
-    blocks: list[list[Step]] = []
-    for block in re.findall(r"^```console\n(.*?)^```", text, re.S | re.M):
-        steps: list[Step] = []
-        for line in str(block).splitlines():
-            if line.startswith("$ "):
-                steps.append(Step(line[2:]))
-            elif steps and steps[-1].command.endswith("\\") and not steps[-1].expected:
-                steps[-1].command += "\n" + line
-            else:
-                assert steps, f"output before the first command: {line!r}"
-                steps[-1].expected.append(line)
-        blocks.append(steps)
-    return blocks
-
-
-def transcripts() -> list[str]:
+def pages_with_transcripts() -> list[str]:
     """Every page with a block that shows output."""
     return [
         str(page.relative_to(DOCS))
@@ -77,76 +58,25 @@ def test_the_parser_reads_blocks_commands_and_outputs() -> None:
 
 
 def test_the_tutorials_have_transcripts_to_run() -> None:
-    shown = set(transcripts())
+    shown = set(pages_with_transcripts())
     assert {"tutorials/first-resumed-turn.md", "tutorials/any-client.md"} <= shown
 
 
-def run_block(
-    steps: list[Step], cwd: Path, env: dict[str, str], names: Names, bootstrap: str
-) -> str:
-    """What the block's commands print, the test's own names shown as the page's defaults."""
-    (cwd / "transcript.sh").write_text(script(steps))
-    proc = subprocess.Popen(
-        ["bash", "transcript.sh"],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # its own process group: a timeout stops a background job too
-    )
-    try:
-        transcript, _ = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    for real, shown in (
-        (names.prefix, "turnlog."),
-        (names.app, "turnlog"),
-        (bootstrap, "127.0.0.1:9092"),
-    ):
-        transcript = transcript.replace(real, shown)
-    return transcript
-
-
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("page", transcripts())
+@pytest.mark.parametrize("page", pages_with_transcripts())
 def test_the_transcripts_print_what_the_page_shows(
     bootstrap: str, names: Names, tmp_path: Path, page: str
 ) -> None:
     """The page's blocks run in order in one directory, as a reader runs them in one clone."""
     for name in LINKED:
         (tmp_path / name).symlink_to(ROOT / name)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNLOG_")}
-    env.pop("FORCE_COLOR", None)
-    env.update(
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-        PYTHONUNBUFFERED="1",
-        COLUMNS="80",
-        TURNLOG_BOOTSTRAP_SERVERS=bootstrap,
-        TURNLOG_TOPIC_PREFIX=names.prefix,
-        TURNLOG_APPLICATION_ID=names.app,
-        TURNLOG_STATE_DIR=".turnlog/state",
-        TURNLOG_KEYS_DIR=".turnlog/keys",
-    )
+    env = transcripts.environment(bootstrap, names)
     ran = 0
     for steps in console_blocks((DOCS / page).read_text()):
         if not any(step.expected for step in steps):
             continue  # commands only: a reader's own cluster or file, nothing to compare
-        transcript = run_block(steps, tmp_path, env, names, bootstrap)
-        by_step, left_running = outputs(transcript)
-        assert left_running == 0, f"{page} leaves a background job running:\n{transcript}"
-        for index, step in enumerate(steps):
-            if step.bare in SETUP:
-                continue
-            ran += 1
-            actual = [line.rstrip() for line in by_step.get(index, [])]
-            shown = f"{page}: $ {step.command}\n  page:\n" + "\n".join(step.expected)
-            shown += "\n  printed:\n" + "\n".join(actual)
-            assert len(actual) == len(step.expected), shown
-            for want, got in zip(step.expected, actual, strict=True):
-                assert matches(want, got), f"{want!r} != {got!r}\n{shown}"
+        transcript = transcripts.run(steps, tmp_path, env, names, bootstrap)
+        ran += transcripts.check(steps, transcript, page)
     assert ran > 0
 
 

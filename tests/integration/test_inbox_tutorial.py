@@ -13,20 +13,19 @@ Three parts, each compared with the page:
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests import transcripts
 from tests.conftest import Names
 from tests.deployment import REQUEST, sample_checkpoint
-from tests.integration.test_readme_tour import PLACEHOLDERS, SETUP, Step, outputs, script
+from tests.transcripts import PLACEHOLDERS, Step, environment, steps_of
 from turnlog import Settings, Turnlog, write_keypair
 from turnlog.projections.projector import CheckpointProjector
 from turnlog.projections.store import Store
@@ -34,52 +33,20 @@ from turnlog.projections.store import Store
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "tutorials" / "inbox.md"
 PORT = "8765"
 OURS = {**PLACEHOLDERS, "<tag>": r"[0-9a-f]{6}", "<token>": r"[A-Za-z0-9_-]+\.[A-Za-z0-9_.-]+"}
-_OURS = re.compile("(" + "|".join(map(re.escape, OURS)) + ")")
 
 
 def matches(expected: str, actual: str) -> bool:
-    parts = _OURS.split(" ".join(expected.split()))
-    pattern = "".join(OURS.get(part, re.escape(part)) for part in parts)
-    return re.fullmatch(pattern, " ".join(actual.split())) is not None
+    return transcripts.matches(expected, actual, OURS)
 
 
 def blocks(kind: str) -> list[str]:
     return re.findall(rf"^```{kind}\n(.*?)^```", PAGE.read_text(), re.S | re.M)
 
 
-def steps_of(block: str) -> list[Step]:
-    steps: list[Step] = []
-    for line in block.splitlines():
-        if line.startswith("$ "):
-            steps.append(Step(line[2:]))
-        elif steps and steps[-1].command.endswith("\\") and not steps[-1].expected:
-            steps[-1].command += "\n" + line
-        else:
-            assert steps, f"output before the first command: {line!r}"
-            steps[-1].expected.append(line)
-    return steps
-
-
 def free_port() -> str:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return str(sock.getsockname()[1])
-
-
-def environment(bootstrap: str, names: Names) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNLOG_")}
-    env.pop("FORCE_COLOR", None)
-    env.update(
-        PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
-        PYTHONUNBUFFERED="1",
-        COLUMNS="80",
-        TURNLOG_BOOTSTRAP_SERVERS=bootstrap,
-        TURNLOG_TOPIC_PREFIX=names.prefix,
-        TURNLOG_APPLICATION_ID=names.app,
-        TURNLOG_STATE_DIR=".turnlog/state",
-        TURNLOG_KEYS_DIR=".turnlog/keys",
-    )
-    return env
 
 
 def test_the_page_has_the_three_parts() -> None:
@@ -128,37 +95,8 @@ def test_the_deployment_block_prints_what_the_page_shows(
         Step(s.command.replace(PORT, port), [e.replace(PORT, port) for e in s.expected])
         for s in steps_of(blocks("console")[1])
     ]
-    (tmp_path / "tutorial.sh").write_text(script(steps))
-    proc = subprocess.Popen(
-        ["bash", "tutorial.sh"],
-        cwd=tmp_path,
-        env=environment(bootstrap, names),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # its own process group: a timeout stops the background jobs
-    )
-    try:
-        transcript, _ = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    for real, shown in ((names.prefix, "turnlog."), (names.app, "turnlog")):
-        transcript = transcript.replace(real, shown)
-    by_step, left_running = outputs(transcript)
-    assert left_running == 0, f"the page leaves a background job running:\n{transcript}"
-    ran = 0
-    for number, step in enumerate(steps):
-        if step.bare in SETUP:
-            continue
-        ran += 1
-        actual = [line.rstrip() for line in by_step.get(number, [])]
-        shown = f"$ {step.command}\n  page:\n" + "\n".join(step.expected)
-        shown += "\n  printed:\n" + "\n".join(actual)
-        assert len(actual) == len(step.expected), shown
-        for want, got in zip(step.expected, actual, strict=True):
-            assert matches(want, got), f"{want!r} != {got!r}\n{shown}"
+    transcript = transcripts.run(steps, tmp_path, environment(bootstrap, names), names, bootstrap)
+    ran = transcripts.check(steps, transcript, "the inbox tutorial", OURS)
     assert ran >= 12
 
 
