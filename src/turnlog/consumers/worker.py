@@ -600,13 +600,14 @@ class ResumeWorker(Lifecycle):
         try:
             await producer.begin_transaction()
             sent = await _send_batched(producer, partition, outputs, headers)
-            # The offsets join the transaction while its records are in flight (their round
-            # trips overlap); nothing is committed before both are done.
+            # aiokafka commits even if one of the transaction's records failed to be written;
+            # all or nothing means waiting for every delivery (and aborting on any failure)
+            # before the offsets join the transaction. Sending the offsets while the records
+            # were in flight is one of two changes under which the outage chaos test wrote a
+            # refusal twice (ownership.py): kept in this order.
+            await asyncio.gather(*sent)
             if offsets:
                 await producer.send_offsets_to_transaction(offsets, self.group_id)
-            # aiokafka commits even if one of the transaction's records failed to be written;
-            # all or nothing means waiting for every delivery and aborting on any failure.
-            await asyncio.gather(*sent)
             await producer.commit_transaction()
             return True
         except Exception as exc:  # noqa: BLE001 - aiokafka also raises non-Kafka state errors
