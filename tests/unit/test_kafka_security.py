@@ -287,3 +287,33 @@ def test_sasl_handshake_bytes_never_reach_a_log_line(caplog: pytest.LogCaptureFi
         logging.getLogger("aiokafka.conn").debug("Request to %s:%d %d: %s", "h", 1, 2, request)
     assert PASSWORD not in caplog.text
     assert "sasl_auth_bytes=[redacted]" in caplog.text
+
+
+def test_a_retried_offset_lookup_is_not_shown_as_an_error() -> None:
+    """aiokafka logs it at ERROR and retries; with no logging set up it must not print.
+    (``clients``, imported above, installs the filter.)"""
+    assert clients is not None
+    fetcher = logging.getLogger("aiokafka.consumer.fetcher")
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep(level=logging.DEBUG)
+    fetcher.addHandler(keep)
+    # Other tests may have quieted aiokafka's loggers; this one needs the fetcher's own records.
+    level, disabled = fetcher.level, fetcher.disabled
+    fetcher.setLevel(logging.DEBUG)
+    fetcher.disabled = False
+    try:
+        fetcher.error("Failed fetch offsets from %s: %s", 1, "NotLeaderForPartitionError")
+        fetcher.error("Unexpected error in fetcher routine")
+    finally:
+        fetcher.removeHandler(keep)
+        fetcher.setLevel(level)
+        fetcher.disabled = disabled
+    assert [(r.levelname, r.getMessage()) for r in records] == [
+        ("INFO", "Failed fetch offsets from 1: NotLeaderForPartitionError"),
+        ("ERROR", "Unexpected error in fetcher routine"),
+    ]

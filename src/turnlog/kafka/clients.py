@@ -42,6 +42,22 @@ class _NoSaslBytes(logging.Filter):
 logging.getLogger("aiokafka.conn").addFilter(_NoSaslBytes())
 
 
+class _RetriedIsNotAnError(logging.Filter):
+    """aiokafka logs a failed offset lookup at ERROR and then retries it by itself. Right after
+    topics are created a client's metadata may still name no leader for a moment, so a script
+    with no logging set up printed ``Failed fetch offsets ... NotLeaderForPartitionError`` (the
+    last-resort handler shows ERROR) for a condition that heals in one retry. Such a line is
+    kept, as INFO: seen with ``--log-level info`` or ``--debug``, not as an error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.ERROR and str(record.msg).startswith("Failed fetch offsets"):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+logging.getLogger("aiokafka.consumer.fetcher").addFilter(_RetriedIsNotAnError())
+
+
 class _HasConnection(Protocol):
     @property
     def connection(self) -> KafkaConnection: ...
