@@ -92,7 +92,15 @@ def machine_facts(bootstrap: str) -> dict[str, Any]:
     except (OSError, StopIteration, ValueError):
         pass
     versions = {}
-    for package in ("turnlog", "aiokafka", "fastavro", "rocksdict", "PyJWT", "cryptography"):
+    for package in (
+        "turnlog",
+        "aiokafka",
+        "fastavro",
+        "rocksdict",
+        "PyJWT",
+        "cryptography",
+        "PyNaCl",
+    ):
         try:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:

@@ -273,3 +273,56 @@ async def test_signatures_checked_on_threads_decide_as_checked_inline() -> None:
         "no_recorded_turn_state",
         "scope_mismatch",
     ]
+
+
+async def test_batches_begun_together_decide_as_one_after_another() -> None:
+    """The worker begins every partition's batch of a round -- their signature checks sent to
+    the threads -- before it finishes the first. Finished in order, they decide exactly as when
+    each batch is handled alone, one after another."""
+    tampered = make_answer().token[:-4] + "AAAA"
+    first = [make_answer(answer_id=f"a-{i}") for i in range(9)]  # one resumes, eight repeat
+    second = [
+        *(make_answer(answer_id=f"b-{i}", token=tampered) for i in range(8)),
+        make_answer(answer_id="b-ok", token=token_for(PAUSE, token_id="other")),
+    ]
+    batches = [
+        [record(a, i) for i, a in enumerate(first)],
+        [record(a, 100 + i) for i, a in enumerate(second)],
+    ]
+
+    def handler() -> AnswerHandler:
+        return AnswerHandler(
+            topics=TOPICS,
+            partitions=PARTITIONS,
+            verifier=VERIFIER,
+            interactions=INTERACTIONS,
+            view=SkimmedView([PAUSE], {}),
+            catch_up=_nothing,
+            max_record_bytes=1_000_000,
+            verify_threads=2,
+        )
+
+    alone = handler()
+    try:
+        expected = [
+            [comparable(h) for h in await alone.handle_batch(batch, {}, NOW)] for batch in batches
+        ]
+    finally:
+        alone.close()
+    together = handler()
+    try:
+        pendings: list[dict[str, LedgerEntry]] = [{}, {}]
+        started = [
+            together.start_batch(batch, pending, NOW)
+            for batch, pending in zip(batches, pendings, strict=True)
+        ]
+        assert all(s.checks is not None for s in started)  # both went to the threads
+        found = [
+            [comparable(h) for h in await together.finish_batch(s, pending, NOW)]
+            for s, pending in zip(started, pendings, strict=True)
+        ]
+    finally:
+        together.close()
+    assert found == expected
+    assert [o[3].reason.value if o[3] else "ok" for o in found[0]][:2] == ["ok", "already_consumed"]
+    assert {o[3].reason.value for o in found[1][:8] if o[3]} == {"token_invalid"}

@@ -436,3 +436,61 @@ def test_peek_refuses_garbage_by_name() -> None:
     with pytest.raises(Refused) as caught:
         peek_claims("not-a-token")
     assert caught.value.reason is RefusalReason.TOKEN_INVALID
+
+
+# -- the Ed25519 check itself: libsodium decides as cryptography does ---------------------------
+
+_ED_PRIVATE, _ED_PUBLIC = generate_ed25519("k1")
+
+
+def _cryptography_verdict(public: Any, signature: bytes, message: bytes) -> bool:
+    from cryptography.exceptions import InvalidSignature
+
+    try:
+        public.verify(signature, message)
+    except InvalidSignature:
+        return False
+    return True
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    message=st.binary(max_size=600),
+    tamper=st.sampled_from(["none", "signature_bit", "message_bit", "random", "length"]),
+    where=st.integers(min_value=0, max_value=10_000),
+    noise=st.binary(min_size=0, max_size=70),
+)
+def test_the_ed25519_check_gives_cryptographys_verdict(
+    message: bytes, tamper: str, where: int, noise: bytes
+) -> None:
+    """The worker checks Ed25519 signatures through libsodium (``TokenKey.check``); for real
+    signatures and every kind of tampering it must say what ``cryptography`` says."""
+    private = serialization.load_pem_private_key(_ED_PRIVATE, password=None)
+    key = TokenKey.ed25519_private("k1", _ED_PRIVATE)
+    public = private.public_key()  # type: ignore[union-attr]
+    signature = private.sign(message)  # type: ignore[union-attr, call-arg]
+    if tamper == "signature_bit":
+        i = where % (len(signature) * 8)
+        signature = bytearray(signature)
+        signature[i // 8] ^= 1 << (i % 8)
+        signature = bytes(signature)
+    elif tamper == "message_bit" and message:
+        i = where % (len(message) * 8)
+        changed = bytearray(message)
+        changed[i // 8] ^= 1 << (i % 8)
+        message = bytes(changed)
+    elif tamper == "random":
+        signature = (noise * 64)[:64] if noise else bytes(64)
+    elif tamper == "length":
+        signature = signature[: where % 64] if where % 2 else signature + noise[:1] + b"\x00"
+    expected = _cryptography_verdict(public, signature, message)
+    assert key.check(signature, message) is expected
+    assert expected is (tamper == "none" or (tamper == "message_bit" and not message))
+
+
+def test_a_public_only_key_checks_like_its_private_half() -> None:
+    private = TokenKey.ed25519_private("k1", _ED_PRIVATE)
+    public = TokenKey.ed25519_public("k1", _ED_PUBLIC)
+    signature = private.signing.sign(b"input")  # type: ignore[union-attr]
+    assert public.check(signature, b"input") and private.check(signature, b"input")
+    assert not public.check(signature, b"other input")

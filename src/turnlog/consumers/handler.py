@@ -18,12 +18,16 @@ broker. Three rules of this module are what keeps the guarantee against hostile 
   and an answer whose resumed turn would not fit is refused as ``answer_too_large``. A failure of
   the catch-up read, though, is the worker's own (its broker is unwell): it propagates, and the
   worker puts the batch back and retries.
+
+It stays one module past the usual length on purpose: those rules and the order of the steps
+that apply them (parse, read, verify, check, write) are audited together, and a split would put
+the batch plumbing of :meth:`AnswerHandler.start_batch` and the rules it feeds in two places.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -95,6 +99,18 @@ class _Checked:
 
 
 @dataclass
+class StartedBatch:
+    """A batch begun by :meth:`AnswerHandler.start_batch`: parsed, its store reads made, its
+    signatures being checked."""
+
+    records: Sequence[Record]
+    first: list[_Parsed | Handled]
+    prefetched: _Prefetched
+    due: list[tuple[_Parsed, ParsedToken]]
+    checks: Awaitable[list[PauseClaims | Exception]] | None
+
+
+@dataclass
 class _Prefetched:
     """One batch's store reads, by (unverified) token id; dropped after a catch-up."""
 
@@ -143,6 +159,16 @@ class AnswerHandler:
         """:meth:`handle` of each record in order, with the store read once for the batch: every
         record is decoded and its token parsed first, then the ledger rows and pauses of all
         their (unverified) token ids are read in one go -- local reads, like the single ones."""
+        return await self.finish_batch(self.start_batch(records, pending, now), pending, now)
+
+    def start_batch(
+        self, records: Sequence[Record], pending: Mapping[str, LedgerEntry], now: datetime
+    ) -> StartedBatch:
+        """The first half of :meth:`handle_batch`: decode, parse, read the store, and begin the
+        batch's signature checks on the threads without waiting for them. The worker starts
+        every partition's batch of a round before it finishes the first, so the checks of one
+        run while the event loop's thread handles another. ``pending`` must be the mapping
+        :meth:`finish_batch` is given (a retry it already holds needs no signature)."""
         first: list[_Parsed | Handled] = []
         for record in records:
             if record.value is None:
@@ -153,9 +179,21 @@ class AnswerHandler:
             except Exception as exc:  # noqa: BLE001 - one record must never stop the worker
                 first.append(self._unprocessable(record, exc, now))
         prefetched = self._prefetch(first)
-        await self._verify_ahead(first, prefetched, pending, now)
-        handled = []
-        for record, parsed in zip(records, first, strict=True):
+        due = self._due(first, prefetched, pending)
+        checks = self._signatures.start([token for _, token in due], now)
+        return StartedBatch(records, first, prefetched, due, checks)
+
+    async def finish_batch(
+        self, started: StartedBatch, pending: dict[str, LedgerEntry], now: datetime
+    ) -> list[Handled]:
+        """The second half of :meth:`handle_batch`: each record's outputs, in order."""
+        if started.checks is not None:
+            outcomes = await started.checks
+            for (checked, _), outcome in zip(started.due, outcomes, strict=True):
+                checked.ahead = outcome
+        handled: list[Handled] = []
+        prefetched = started.prefetched
+        for record, parsed in zip(started.records, started.first, strict=True):
             if isinstance(parsed, Handled):
                 handled.append(parsed)
             else:
@@ -176,16 +214,15 @@ class AnswerHandler:
             found.clear()
         return found
 
-    async def _verify_ahead(
-        self,
+    @staticmethod
+    def _due(
         first: Sequence[_Parsed | Handled],
         prefetched: _Prefetched,
         pending: Mapping[str, LedgerEntry],
-        now: datetime,
-    ) -> None:
-        """Check the batch's signatures side by side (:mod:`turnlog.consumers.signatures`).
-        A retry the ledger already recognises is left out (it needs no signature work); each
-        outcome is used exactly where :meth:`_check` would have made it."""
+    ) -> list[tuple[_Parsed, ParsedToken]]:
+        """The tokens to check side by side (:mod:`turnlog.consumers.signatures`). A retry the
+        ledger already recognises is left out (it needs no signature work); each outcome is
+        used exactly where :meth:`_check` would have made it."""
         due = []
         for parsed in first:
             if not isinstance(parsed, _Parsed) or not isinstance(parsed.parsed, ParsedToken):
@@ -196,10 +233,7 @@ class AnswerHandler:
                 ledger = prefetched.ledgers.get(token_id)
             if not is_replay(parsed.answer, ledger):
                 due.append((parsed, parsed.parsed))
-        outcomes = await self._signatures.check([token for _, token in due], now)
-        if outcomes is not None:
-            for (parsed, _), outcome in zip(due, outcomes, strict=True):
-                parsed.ahead = outcome
+        return due
 
     def close(self) -> None:
         """Stop the signature threads, if any were started."""

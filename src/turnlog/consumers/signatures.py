@@ -11,7 +11,7 @@ the handler would have made the check, so nothing about the order of the rules c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 
@@ -36,16 +36,33 @@ class SignatureChecks:
     async def check(self, tokens: Sequence[ParsedToken], now: datetime) -> list[Outcome] | None:
         """Each token's outcome (its claims, or what verifying it raised), in order; ``None``
         when the batch is checked one by one where it is used instead."""
+        started = self.start(tokens, now)
+        return None if started is None else await started
+
+    def start(
+        self, tokens: Sequence[ParsedToken], now: datetime
+    ) -> Awaitable[list[Outcome]] | None:
+        """:meth:`check`, begun now on the threads: what it returns is awaited for the outcomes
+        later, so the event loop's thread does other work (another partition's batch) while the
+        checks run. ``None`` as for :meth:`check`."""
         if self._threads < 2 or len(tokens) < AHEAD_FROM:
             return None
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._threads, "turnlog-verify")
         loop = asyncio.get_running_loop()
         shares = [tokens[i :: self._threads] for i in range(self._threads)]
-        done = await asyncio.gather(
-            *(loop.run_in_executor(self._pool, self._check_all, share, now) for share in shares)
-        )
-        found: list[Outcome] = [RuntimeError("unchecked")] * len(tokens)
+        futures = [
+            loop.run_in_executor(self._pool, self._check_all, share, now) for share in shares
+        ]
+        # A task, not a bare coroutine: one never awaited (its batch failed first) is dropped
+        # quietly; the checks themselves never raise (each outcome is caught).
+        return loop.create_task(self._gathered(futures, len(tokens)))
+
+    async def _gathered(
+        self, futures: list[asyncio.Future[list[Outcome]]], count: int
+    ) -> list[Outcome]:
+        done = await asyncio.gather(*futures)
+        found: list[Outcome] = [RuntimeError("unchecked")] * count
         for i, outcomes in enumerate(done):
             found[i :: self._threads] = outcomes
         return found

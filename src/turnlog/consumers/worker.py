@@ -47,7 +47,7 @@ from aiokafka.errors import IllegalStateError, KafkaError, ProducerFenced
 from prometheus_client import CollectorRegistry
 
 from turnlog.clock import utc_now
-from turnlog.consumers.handler import AnswerHandler, Handled, Output, event_meta
+from turnlog.consumers.handler import AnswerHandler, Handled, Output, StartedBatch, event_meta
 from turnlog.consumers.ownership import Ownership
 from turnlog.contracts.events import PauseExpired, PauseRecorded, TokenConsumed
 from turnlog.contracts.interactions import InteractionRegistry
@@ -328,6 +328,9 @@ class ResumeWorker(Lifecycle):
             # written is refused (CONCURRENT_TRANSACTIONS) and retried after a backoff, which
             # at half load was what an answer waited for most. Every prepared batch runs to its
             # own commit or abort before an error is raised.
+            # Each batch is begun (decoded, store read, signature checks sent to the threads)
+            # before the first is finished, so the checks of one run while another is handled.
+            begun: list[tuple[_Prepared, datetime, StartedBatch]] = []
             prepared: list[_Prepared] = []
             failure: BaseException | None = None
             for tp, records in batch.items():
@@ -335,13 +338,23 @@ class ResumeWorker(Lifecycle):
                     current = await self._still_current(tp, records)
                     if not current:
                         continue
+                    one = _Prepared(tp, current, time.monotonic())
+                    now = self.clock()
                     try:
-                        prepared.append(await self._prepare(tp, current))
-                    except Exception as exc:  # noqa: BLE001 - the worker's own (a catch-up read)
+                        begun.append(
+                            (one, now, self._handler.start_batch(current, one.pending, now))
+                        )
+                    except Exception as exc:  # noqa: BLE001 - the worker's own (its threads)
                         self._put_back(tp, current[0].offset)
                         failure = failure or exc
                 elif records:
                     self._put_back(tp, records[0].offset)
+            for one, now, started in begun:
+                try:
+                    prepared.append(await self._prepare(one, started, now))
+                except Exception as exc:  # noqa: BLE001 - the worker's own (a catch-up read)
+                    self._put_back(one.tp, one.records[0].offset)
+                    failure = failure or exc
             work = [self._conclude(one) for one in prepared]
             for outcome in await asyncio.gather(*work, return_exceptions=True):
                 if isinstance(outcome, BaseException):
@@ -503,13 +516,12 @@ class ResumeWorker(Lifecycle):
 
     # -- answers ---------------------------------------------------------------------------
 
-    async def _prepare(self, tp: TopicPartition, records: Sequence[Record]) -> _Prepared:
+    async def _prepare(self, one: _Prepared, started: StartedBatch, now: datetime) -> _Prepared:
         """What a partition batch's transaction must write: each record handled."""
-        one = _Prepared(tp, records, time.monotonic())
-        now = self.clock()
+        records = one.records
         counts = one.counts
         for record, handled in zip(
-            records, await self._handler.handle_batch(records, one.pending, now), strict=True
+            records, await self._handler.finish_batch(started, one.pending, now), strict=True
         ):
             one.outputs.extend(handled.outputs)
             one.headers.extend([self._trace(record)] * len(handled.outputs))
