@@ -5,6 +5,11 @@ Avro record schema before anything is consumed (step 4 of the resume contract), 
 the continuing turn cannot interpret would spend the token on a question nobody answered.
 ``ask_user`` and ``approve_tool_call`` are built in; a deployment registers its own next to them
 (``registry.register(name, response_schema, render)``) without changing turnlog.
+
+It is one module, over the usual length, because a response is checked twice over: in one pass
+for the common response already in shape, and by the full fastavro check that words every
+refusal. The one pass must return exactly what the full check returns; apart, a change to one
+would be easy to miss on the other.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from turnlog.errors import ConfigurationError
 
 #: Renders a validated response as the text of the answered call's tool message.
 Render = Callable[[Any], str]
+#: A datum in, the datum as a schema reader would return it out; raises when it cannot vouch.
+Shape = Callable[[Any], Any]
 
 ASK_USER: Final = "ask_user"
 
@@ -61,6 +68,10 @@ def render_json(response: Any) -> str:
     return json.dumps(response, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+#: ``json.dumps(value, ensure_ascii=False)`` without building an encoder for every call.
+_quote: Final = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def render_ask_user(response: Any) -> str:
     """One line per question, selections and free text quoted so that labels containing
     punctuation cannot be misread as several choices."""
@@ -68,10 +79,10 @@ def render_ask_user(response: Any) -> str:
     for number, answer in enumerate(response["answers"], start=1):
         parts = []
         if answer["selections"]:
-            chosen = ", ".join(json.dumps(s, ensure_ascii=False) for s in answer["selections"])
+            chosen = ", ".join(_quote(s) for s in answer["selections"])
             parts.append(f"selected {chosen}")
         if answer.get("other") is not None:
-            parts.append(f"wrote {json.dumps(answer['other'], ensure_ascii=False)}")
+            parts.append(f"wrote {_quote(answer['other'])}")
         lines.append(f"answer {number}: {'; '.join(parts) if parts else 'no selection'}")
     if not lines:
         return "The person answered without choosing anything."
@@ -99,6 +110,177 @@ def _unknown_field(given: Any, known: Any, path: str) -> str | None:
     return None
 
 
+class _Doubt(Exception):
+    """A datum the one-pass shaping does not vouch for; the full check decides."""
+
+
+class _Unsupported(Exception):
+    """A schema construct the one-pass shaping leaves to the full check."""
+
+
+def _shape_null(value: Any) -> None:
+    if value is not None:
+        raise _Doubt
+    return None
+
+
+def _shape_boolean(value: Any) -> bool:
+    if value is True or value is False:
+        return value
+    raise _Doubt
+
+
+def _shape_string(value: Any) -> str:
+    if type(value) is not str:
+        raise _Doubt
+    if not value.isascii():
+        value.encode()  # a lone surrogate: fastavro's writer raises, so the full check must run
+    return value
+
+
+def _shape_int(value: Any) -> int:
+    if type(value) is int and -(1 << 31) <= value < 1 << 31:
+        return value
+    raise _Doubt
+
+
+def _shape_long(value: Any) -> int:
+    if type(value) is int and -(1 << 63) <= value < 1 << 63:
+        return value
+    raise _Doubt
+
+
+def _shape_double(value: Any) -> float:
+    if type(value) is float:
+        return value
+    if type(value) is int:
+        return float(value)  # as fastavro writes it; too large: OverflowError, the full check
+    raise _Doubt
+
+
+_PRIMITIVE_SHAPES: Final[Mapping[str, Shape]] = {
+    "null": _shape_null,
+    "boolean": _shape_boolean,
+    "string": _shape_string,
+    "int": _shape_int,
+    "long": _shape_long,
+    "double": _shape_double,
+}
+
+
+def _absent(_: Any = None) -> Any:
+    raise _Doubt
+
+
+def _shaper(schema: Any, named: dict[str, list[Shape]]) -> Shape:
+    """One pass over a JSON datum giving what fastavro's validate, write and read return for it
+    (records as dicts in field order, defaults filled in, ints in doubles as floats), for the
+    data that would pass the full check; it raises for everything else, unknown keys included.
+
+    Why: the full check interprets the schema three times and serialises the datum to bytes to
+    learn its shape, which for a response already in shape is a copy in field order. Covered:
+    records, enums, arrays, maps, the primitives but float and bytes, and unions of ``null``
+    with one other type; :class:`_Unsupported` (no fast path at all) for anything else, such as
+    logical types, whose readers change the value's type. ``schema`` is fastavro-parsed;
+    ``named`` holds the records and enums met so far by full name, so that a later field (or the
+    record itself) may refer to them.
+    """
+    if isinstance(schema, str):
+        primitive = _PRIMITIVE_SHAPES.get(schema)
+        if primitive is not None:
+            return primitive
+        found = named.get(schema)
+        if found is None:
+            raise _Unsupported(schema)
+        return lambda value: found[0](value)
+    if isinstance(schema, list):
+        others = [branch for branch in schema if branch != "null"]
+        if len(schema) != 2 or len(others) != 1:
+            raise _Unsupported("a union other than null and one type")
+        inner = _shaper(others[0], named)
+        return lambda value: None if value is None else inner(value)
+    if not isinstance(schema, Mapping) or "logicalType" in schema:
+        raise _Unsupported(repr(schema))
+    kind = schema.get("type")
+    if isinstance(kind, str) and kind in _PRIMITIVE_SHAPES:
+        return _PRIMITIVE_SHAPES[kind]
+    if kind == "enum":
+        enum = _enum_shaper(frozenset(schema["symbols"]))
+        named[schema["name"]] = [enum]
+        return enum
+    if kind == "array":
+        return _array_shaper(_shaper(schema["items"], named))
+    if kind == "map":
+        return _map_shaper(_shaper(schema["values"], named))
+    if kind in ("record", "error"):
+        cell: list[Shape] = []  # filled once the fields are built: a self-reference calls it
+        named[schema["name"]] = cell
+        fields = []
+        for spec in schema["fields"]:
+            shape = _shaper(spec["type"], named)
+            if "default" in spec:
+                default = spec["default"]
+                absent = _default_shaper(shape, default)
+            elif isinstance(spec["type"], list) and "null" in spec["type"]:
+                absent = _shape_null  # fastavro validates and writes a missing field as null
+            else:
+                absent = _absent
+            fields.append((spec["name"], shape, absent))
+        record = _record_shaper(tuple(fields))
+        cell.append(record)
+        return record
+    raise _Unsupported(repr(kind))
+
+
+def _enum_shaper(symbols: frozenset[str]) -> Shape:
+    def shape(value: Any) -> Any:
+        if type(value) is str and value in symbols:
+            return value
+        raise _Doubt
+
+    return shape
+
+
+def _array_shaper(items: Shape) -> Shape:
+    def shape(value: Any) -> Any:
+        if type(value) is not list:
+            raise _Doubt
+        return [items(item) for item in value]
+
+    return shape
+
+
+def _map_shaper(values: Shape) -> Shape:
+    def shape(value: Any) -> Any:
+        if type(value) is not dict:
+            raise _Doubt
+        return {key: values(item) for key, item in value.items()}
+
+    return shape
+
+
+def _default_shaper(shape: Shape, default: Any) -> Shape:
+    """A missing field's value: its default, shaped afresh each time as a reader builds it."""
+    return lambda _: shape(default)
+
+
+def _record_shaper(fields: tuple[tuple[str, Shape, Shape], ...]) -> Shape:
+    known = frozenset(name for name, _, _ in fields)
+
+    def shape(value: Any) -> Any:
+        if type(value) is not dict or not known.issuperset(value):
+            raise _Doubt
+        shaped = {}
+        for name, field_shape, absent in fields:
+            if name in value:
+                shaped[name] = field_shape(value[name])
+            else:
+                shaped[name] = absent(None)
+        return shaped
+
+    return shape
+
+
 @dataclass(frozen=True, slots=True)
 class Interaction:
     """One registered interaction: its name, response schema and observation renderer."""
@@ -107,6 +289,7 @@ class Interaction:
     response_schema: Mapping[str, Any]
     render: Render = render_json
     _parsed: Any = field(init=False, repr=False, compare=False)
+    _shape: Shape | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -124,15 +307,36 @@ class Interaction:
                 f"interaction {self.name!r}: invalid response schema: {exc}"
             ) from None
         object.__setattr__(self, "_parsed", parsed)
+        try:
+            shape: Shape | None = _shaper(parsed, {})
+        except _Unsupported:
+            shape = None  # every response takes the full check
+        object.__setattr__(self, "_shape", shape)
 
     def validate(self, response_json: str) -> Any:
-        """The response as the schema reads it (defaults filled in), or ``response_invalid``."""
+        """The response as the schema reads it (defaults filled in), or ``response_invalid``.
+
+        A response that is plainly in shape is shaped in one pass (see :func:`_shaper`); anything
+        else -- every response that will be refused among them -- takes the full check, which
+        alone words the refusals.
+        """
         try:
             datum = json.loads(response_json)
         except (ValueError, TypeError, RecursionError) as exc:
             raise refuse(
                 RefusalReason.RESPONSE_INVALID, f"the response is not JSON: {exc}"
             ) from None
+        shape = self._shape
+        if shape is not None:
+            try:
+                return shape(datum)
+            except (_Doubt, ValueError, OverflowError, RecursionError):
+                pass  # not vouched for: the full check decides, and words any refusal
+        return self._checked(datum)
+
+    def _checked(self, datum: Any) -> Any:
+        """The full check of a decoded response: fastavro's validation, a write/read round trip
+        and the unknown-field walk. The reference :func:`_shaper` is held to."""
         try:
             validate(datum, self._parsed)
         except ValidationError as exc:
