@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from turnlog.consumers.screening import event_id, event_meta
+from turnlog.contracts import resume
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approve, arguments_hash
+from turnlog.contracts.axes import Axes
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
 from turnlog.contracts.events import AnswerSubmitted, AskUserAnswered, PauseRecorded, TokenConsumed
 from turnlog.contracts.interactions import ASK_USER, default_interactions
@@ -20,6 +26,8 @@ from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
 from turnlog.contracts.resume import (
     PreparedResume,
     is_replay,
+    mismatched_axis,
+    missing_axis,
     prepare_resume,
     request_hash,
 )
@@ -443,3 +451,102 @@ def test_refused_carries_the_refusal_as_a_turnlog_error() -> None:
         "closed",
     )
     assert str(error) == "pause_expired (step 5): closed"
+
+
+# -- step 3's remembered hashes, and event ids ----------------------------------------------------
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=_JSON_VALUES, indent=st.sampled_from([None, 1]), sort=st.booleans())
+def test_a_remembered_request_hash_is_the_request_hash(value: Any, indent: Any, sort: bool) -> None:
+    text = json.dumps(value, indent=indent, sort_keys=sort)
+    expected = request_hash(text)
+    assert resume._recorded_request_hash(text) == expected
+    assert resume._recorded_request_hash(text) == expected  # remembered by now
+
+
+@pytest.mark.parametrize("text", ["not json", "", "{", '{"a": 1} x', "[" * 100_000])
+def test_an_unreadable_request_raises_alike_every_time(text: str) -> None:
+    with pytest.raises(ValueError) as expected:
+        request_hash(text)
+    for _ in range(2):
+        with pytest.raises(ValueError) as caught:
+            resume._recorded_request_hash(text)
+        assert str(caught.value) == str(expected.value)
+    assert text not in resume._REQUEST_HASHES
+
+
+def test_a_request_hashed_before_does_not_vouch_for_another() -> None:
+    assert isinstance(run(), PreparedResume)  # REQUEST is remembered now
+    assert REQUEST in resume._REQUEST_HASHES
+    spaced = make_pause(request_json=json.dumps(json.loads(REQUEST), indent=2))
+    assert isinstance(run(pause=spaced), PreparedResume)  # the same request, spaced otherwise
+    for other in (json.dumps({"questions": []}), REQUEST + " x", "not json"):
+        outcome = run(pause=make_pause(request_json=other))
+        assert reason_of(outcome) is RefusalReason.REQUEST_HASH_MISMATCH
+        assert isinstance(run(pause=make_pause(request_json=other)), Refusal)  # and again
+
+
+def test_the_remembered_hashes_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resume, "_REQUEST_HASHES", {})
+    for n in range(resume._REQUEST_HASHES_MAX * 2 + 5):
+        assert resume._recorded_request_hash(f"[{n}]") == request_hash(f"[{n}]")
+        assert len(resume._REQUEST_HASHES) <= resume._REQUEST_HASHES_MAX
+    long_text = json.dumps("x" * resume._REQUEST_HASHED_CHARS)
+    assert resume._recorded_request_hash(long_text) == request_hash(long_text)
+    assert long_text not in resume._REQUEST_HASHES
+
+
+def test_event_ids_are_written_as_uuid4_hex() -> None:
+    ids = [event_id() for _ in range(2000)] + [event_meta(NOW)["event_id"] for _ in range(10)]
+    assert len(set(ids)) == len(ids)
+    for text in ids:
+        parsed = uuid.UUID(hex=text)
+        assert parsed.hex == text and len(text) == 32
+        assert parsed.version == 4 and parsed.variant == uuid.RFC_4122
+    # every bit but the six fixed ones varies, as in uuid4
+    varying = 0
+    for text in ids:
+        varying |= int(text, 16) ^ int(ids[0], 16)
+    fixed = (0xF000 << 64) | (0xC000 << 48)
+    assert varying == ((1 << 128) - 1) & ~fixed
+
+
+_AXIS = st.sampled_from([None, "", "tenant-a", "sess-1", "run-1", "call-1", "int-1", "other"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    scope=_AXIS,
+    session=_AXIS,
+    run_id=_AXIS,
+    call=_AXIS,
+    thread=st.sampled_from(["", "thread-1", "thread-2"]),
+    tool_call=st.sampled_from(["", "call-1", "c2"]),
+)
+def test_axes_are_refused_as_the_axes_value_refuses_them(
+    scope: str | None,
+    session: str | None,
+    run_id: str | None,
+    call: str | None,
+    thread: str,
+    tool_call: str,
+) -> None:
+    answer = make_answer(
+        scope_hash=scope, session_id=session, run_id=run_id, call_id=call, thread_id=thread
+    )
+    claims = dataclasses.replace(CLAIMS, tool_call_id=tool_call)
+    assert missing_axis(answer) == Axes.stated_by(answer).missing()
+    expected = Axes.stated_by(answer).mismatch(Axes.of_claims(claims))
+    if expected is None and answer.thread_id != claims.thread_id:
+        expected = Refusal(
+            RefusalReason.THREAD_MISMATCH,
+            f"the answer states {answer.thread_id!r}, the token {claims.thread_id!r}",
+        )
+    assert mismatched_axis(answer, claims) == expected

@@ -8,7 +8,7 @@ writable, because a record from outside is attacker-sized and may hold lone surr
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -68,9 +68,22 @@ def misrouted(record: Record, answer: AnswerSubmitted, partitions: int) -> Refus
     return None
 
 
+def event_id() -> str:
+    """A random event id, as ``uuid.uuid4().hex`` writes it (version 4, RFC 4122 variant).
+
+    The same 122 random bits from ``os.urandom``, with the version and variant set on the bytes;
+    about half the cost of building a ``uuid.UUID`` and asking it for ``.hex``, and the worker
+    takes two per resumed answer.
+    """
+    raw = bytearray(os.urandom(16))
+    raw[6] = raw[6] & 0x0F | 0x40
+    raw[8] = raw[8] & 0x3F | 0x80
+    return raw.hex()
+
+
 def event_meta(now: datetime) -> dict[str, Any]:
     """The fields every event the worker writes starts with."""
-    return {"event_id": uuid.uuid4().hex, "occurred_at": now, "package_version": __version__}
+    return {"event_id": event_id(), "occurred_at": now, "package_version": __version__}
 
 
 def key_thread(key: bytes | None) -> str | None:

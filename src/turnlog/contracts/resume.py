@@ -56,6 +56,31 @@ def request_hash(request_json: str) -> str:
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+#: Canonical hashes of recorded request texts, by text: the hash is a function of the text alone,
+#: so a hit is exactly what :func:`request_hash` computes, and each answer's token claim is still
+#: compared with it. Pauses that record the same text (one question put to many threads, an
+#: answer refused and sent again) then skip the parse and canonical re-serialisation at step 3.
+#: Bounded (at most 1024 texts of at most 4096 characters; emptied when full).
+_REQUEST_HASHES: dict[str, str] = {}
+_REQUEST_HASHES_MAX = 1024
+_REQUEST_HASHED_CHARS = 4096
+
+
+def _recorded_request_hash(request_json: str) -> str:
+    """:func:`request_hash` of ``request_json``, remembered for texts seen before.
+
+    Only successes are remembered: text that is not JSON raises ``ValueError`` every time.
+    """
+    found = _REQUEST_HASHES.get(request_json)
+    if found is None:
+        found = request_hash(request_json)
+        if len(request_json) <= _REQUEST_HASHED_CHARS:
+            if len(_REQUEST_HASHES) >= _REQUEST_HASHES_MAX:
+                _REQUEST_HASHES.clear()
+            _REQUEST_HASHES[request_json] = found
+    return found
+
+
 @dataclass(frozen=True, slots=True)
 class PreparedResume:
     """An answer that passed every check, with what the consume (step 6) writes."""
@@ -119,11 +144,21 @@ def is_replay(answer: AnswerSubmitted, ledger: LedgerEntry | None) -> bool:
 
 def missing_axis(answer: AnswerSubmitted) -> Refusal | None:
     """The first axis the answer leaves unstated, refused by its own name."""
+    if answer.scope_hash and answer.session_id and answer.run_id and answer.call_id:
+        return None  # every axis stated: the usual answer skips building the Axes
     return Axes.stated_by(answer).missing()
 
 
 def mismatched_axis(answer: AnswerSubmitted, claims: PauseClaims) -> Refusal | None:
     """The first stated axis (or the routing thread) that disagrees with the token."""
+    if (
+        answer.scope_hash == claims.scope_hash
+        and answer.session_id == claims.session_id
+        and answer.run_id == claims.run_id
+        and answer.call_id == claims.answered_call_id
+        and answer.thread_id == claims.thread_id
+    ):
+        return None  # all agree: the usual answer skips building the Axes; any other, below
     mismatch = Axes.stated_by(answer).mismatch(Axes.of_claims(claims))
     if mismatch is not None:
         return mismatch
@@ -256,7 +291,7 @@ def check_resume(
         return mismatch
     if pause is not None:
         try:
-            recorded = request_hash(pause.request_json)
+            recorded = _recorded_request_hash(pause.request_json)
         except ValueError as exc:
             return Refusal(RefusalReason.REQUEST_HASH_MISMATCH, str(exc))
         if recorded != claims.request_hash:
