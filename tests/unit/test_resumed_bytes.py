@@ -10,13 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from turnlog.contracts.events import AskUserAnswered, TurnResumed
+from tests.unit.test_skim import any_pause
+from turnlog.contracts.events import AskUserAnswered, PauseRecorded, TurnResumed
 from turnlog.contracts.messages import normalize_message
 from turnlog.contracts.refusals import Refused
 from turnlog.contracts.rehydration import asking_round, continuation
 from turnlog.wire.codec import encode, schema_for
 from turnlog.wire.compiled import compile_schema
 from turnlog.wire.resumed_bytes import ResumedFields, asking_round_of, encode_turn_resumed
+from turnlog.wire.skim import skim_pause
 
 MOMENT = datetime(2026, 3, 1, 12, 30, 5, 123000, tzinfo=UTC)
 
@@ -156,3 +158,78 @@ def test_a_timestamp_the_wire_cannot_carry_is_refused() -> None:
         encode_turn_resumed(_fields(occurred_at=MOMENT.replace(microsecond=1)), b"", 0, [], None)
     with pytest.raises(ValueError, match="naive"):
         encode_turn_resumed(_fields(occurred_at=MOMENT.replace(tzinfo=None)), b"", 0, [], None)
+
+
+# --- the asking round read from the end, with the starts the skim records ---------------------
+
+
+def _starts(items: list[dict[str, Any]]) -> tuple[int, ...]:
+    """Where each item begins in ``_raw(items)``, counted by writing them one by one."""
+    found, offset = [], 0
+    for item in items:
+        found.append(offset)
+        offset += len(_raw([item]))
+    return tuple(found)
+
+
+class _Watched(bytes):
+    """Bytes that note the lowest position read, to show what the read from the end touches."""
+
+    lowest: int
+
+    def __getitem__(self, key: Any) -> Any:
+        at = key.start if isinstance(key, slice) else key
+        self.lowest = min(getattr(self, "lowest", len(self)), at if at is not None else 0)
+        return super().__getitem__(key)
+
+
+@settings(max_examples=400, deadline=None)
+@given(messages)
+def test_the_asking_round_read_from_the_end_is_the_decoded_one(
+    stored: list[dict[str, Any]],
+) -> None:
+    raw, starts = _raw(stored), _starts(stored)
+    expected = asking_round(stored)
+    assert asking_round_of(raw, len(stored), starts) == expected
+    assert asking_round_of(raw, len(stored)) == expected
+    # Only the round and what follows it are read; without a round, every item's role byte.
+    watched = _Watched(raw)
+    assert asking_round_of(watched, len(stored), starts) == expected
+    if stored:
+        assert watched.lowest == starts[max(expected.position, 0)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(any_pause)
+def test_the_asking_round_from_the_skims_starts_is_the_decoded_one(pause: PauseRecorded) -> None:
+    """Messages as the skim tests make them: any role with tool calls, ASCII and not, long."""
+    checkpoint = skim_pause(encode(pause)).checkpoint
+    expected = asking_round(pause.checkpoint.messages)
+    raw, count = checkpoint.messages_raw, checkpoint.message_count
+    assert asking_round_of(raw, count, checkpoint.message_starts) == expected
+    assert asking_round_of(raw, count) == expected
+
+
+def test_starts_that_do_not_fit_the_messages_are_refused() -> None:
+    """The checks a read from the end can make on what it reads. (Items before the round are
+    not read, so a start that points anywhere else can pass: the starts must be the skim's.)"""
+    stored = [
+        normalize_message({"role": "user", "content": "hi"}),
+        normalize_message(
+            {"role": "assistant", "tool_calls": [{"id": "call-1", "name": "ask_user"}]}
+        ),
+        normalize_message({"role": "tool", "content": "done", "tool_call_id": "call-1"}),
+    ]
+    raw, (first, second, third) = _raw(stored), _starts(stored)
+    assert asking_round_of(raw, 3, (first, second, third)) == asking_round(stored)
+    for starts, count, data in [
+        ((first, second), 3, raw),  # fewer starts than messages
+        ((first, second, len(raw)), 3, raw),  # a start past the end
+        ((first, second, -1), 3, raw),  # a negative one
+        ((first, second, third - 1), 3, raw),  # the round does not end where the next starts
+        ((first, second, third), 3, raw + b"\x00"),  # bytes after the last message
+        ((first, second, third), 3, raw[:-1]),  # the last message cut short
+        ((first, second, third), 3, raw[:third] + b"\x09" + raw[third + 1 :]),  # a bad role
+    ]:
+        with pytest.raises((ValueError, IndexError)):
+            asking_round_of(data, count, starts)

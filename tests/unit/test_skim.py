@@ -9,21 +9,24 @@ deleted bytes, random bodies behind a valid header, and hand-made refusals of ea
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_codec import checkpoints, moments, text
 from turnlog.clock import utc_now
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import PauseRecorded, TokenConsumed
+from turnlog.contracts.rehydration import asking_round
 from turnlog.errors import DecodeError
 from turnlog.wire import codec
-from turnlog.wire.compiled import _SMALL, compile_schema
-from turnlog.wire.skim import SkimmedPause, decode_messages, skim_pause
+from turnlog.wire.compiled import _SMALL, _long, compile_schema
+from turnlog.wire.resumed_bytes import asking_round_of
+from turnlog.wire.skim import SkimmedPause, _from_value, decode_messages, skim_pause
 
 _MESSAGE = compile_schema(codec.schema_for("Message"))
 if _MESSAGE is None:
@@ -315,3 +318,109 @@ def test_an_unknown_turn_state_version_is_refused_as_decode_refuses_it() -> None
     with pytest.raises(DecodeError) as caught:
         skim_pause(data.replace(marker, b"\x01\x12" + marker[2:]))
     assert caught.value.reason == "unsupported_version"
+
+
+# --- where each message starts ------------------------------------------------------------------
+
+
+def _written_starts(messages: tuple[dict[str, Any], ...]) -> tuple[int, ...]:
+    """Each message's offset in the items written one after another, as the writer writes them."""
+    starts, offset = [], 0
+    for message in messages:
+        starts.append(offset)
+        written: list[bytes] = []
+        _MESSAGE.write(dict(message), written.append)
+        offset += len(b"".join(written))
+    return tuple(starts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(any_pause)
+def test_the_skim_notes_where_each_message_starts(pause: PauseRecorded) -> None:
+    cp = pause.checkpoint
+    skimmed = skim_pause(codec.encode(pause)).checkpoint
+    assert skimmed.message_starts == _written_starts(cp.messages)
+    bounds = (*skimmed.message_starts, len(skimmed.messages_raw))
+    for index, message in enumerate(cp.messages):
+        item = skimmed.messages_raw[bounds[index] : bounds[index + 1]]
+        assert decode_messages(item, 1) == (message,)
+    # The decoded path (a pause the walk does not read) notes the same starts.
+    assert _from_value(pause).checkpoint == skimmed
+
+
+def _in_blocks(items: list[bytes], cuts: list[int], sized: list[bool]) -> bytes:
+    """``items`` as an Avro array body in several blocks (cut before each index in ``cuts``),
+    some stating their byte size (a negative count): what another writer may send."""
+    body = b""
+    edges = [0, *sorted(set(cuts)), len(items)]
+    for number, (start, end) in enumerate(itertools.pairwise(edges)):
+        if start == end:
+            continue
+        block = b"".join(items[start:end])
+        if sized[number % len(sized)]:
+            body += _long(-(end - start)) + _long(len(block)) + block
+        else:
+            body += _long(end - start) + block
+    return body + b"\x00"
+
+
+@settings(max_examples=200, deadline=None)
+@given(any_pause, st.data())
+def test_an_array_in_several_blocks_gives_the_starts_of_the_joined_items(
+    pause: PauseRecorded, data: st.DataObject
+) -> None:
+    messages = pause.checkpoint.messages
+    assume(messages)
+    items = []
+    for message in messages:
+        written: list[bytes] = []
+        _MESSAGE.write(dict(message), written.append)
+        items.append(b"".join(written))
+    one_block = _SMALL[len(items)] + b"".join(items) + b"\x00"
+    encoded = codec.encode(pause)
+    assume(encoded.count(one_block) == 1)
+    cuts = data.draw(st.lists(st.integers(1, len(items)), max_size=len(items)), label="cuts")
+    sized = data.draw(st.lists(st.booleans(), min_size=1, max_size=4), label="sized")
+    split = encoded.replace(one_block, _in_blocks(items, cuts, sized))
+    whole = skim_pause(encoded).checkpoint
+    skimmed = skim_pause(split)
+    _assert_same_fields(skimmed, codec.decode(split, PauseRecorded))
+    assert skimmed.checkpoint.messages_raw == whole.messages_raw
+    assert skimmed.checkpoint.message_starts == whole.message_starts == _written_starts(messages)
+    raw, count = skimmed.checkpoint.messages_raw, skimmed.checkpoint.message_count
+    expected = asking_round(messages)
+    assert asking_round_of(raw, count, skimmed.checkpoint.message_starts) == expected
+    assert asking_round_of(raw, count) == expected
+
+
+def test_starts_across_a_plain_and_a_sized_block_count_from_the_joined_items() -> None:
+    messages = (
+        *_PAUSE.checkpoint.messages,
+        {"role": "tool", "content": "eu-west", "tool_call_id": "call-1"},
+    )
+    pause = dataclasses.replace(
+        _PAUSE, checkpoint=dataclasses.replace(_PAUSE.checkpoint, messages=messages)
+    )
+    data = codec.encode(pause)
+    whole = skim_pause(data).checkpoint
+    assert whole.message_starts == _written_starts(pause.checkpoint.messages)
+    assert whole.message_starts[:2] == (0, 15)  # the user's "Deploy it." takes 15 bytes
+    user, rest = whole.messages_raw[:15], whole.messages_raw[15:]
+    # One item in a plain block, then two in a block that states its size.
+    blocks = b"\x02" + user + b"\x03" + _SMALL[len(rest)] + rest + b"\x00"
+    split = skim_pause(data.replace(b"\x06" + whole.messages_raw + b"\x00", blocks)).checkpoint
+    assert split.messages_raw == whole.messages_raw
+    assert split.message_starts == whole.message_starts
+    found = asking_round_of(split.messages_raw, 3, split.message_starts)
+    assert found == asking_round(skim_pause(data).checkpoint.messages())
+    assert found.position == 1
+    assert found.observed == frozenset({"call-1"})
+
+
+def test_a_pause_without_messages_has_no_starts() -> None:
+    empty = dataclasses.replace(
+        _PAUSE, checkpoint=dataclasses.replace(_PAUSE.checkpoint, messages=())
+    )
+    skimmed = skim_pause(codec.encode(empty)).checkpoint
+    assert (skimmed.messages_raw, skimmed.message_count, skimmed.message_starts) == (b"", 0, ())
+    assert asking_round_of(b"", 0, skimmed.message_starts) == asking_round(())

@@ -113,7 +113,9 @@ def _written_around(
     """Step 7 from the stored message bytes; ``None`` when they cannot be walked."""
     checkpoint = pause.checkpoint
     try:
-        found = asking_round_of(checkpoint.messages_raw, checkpoint.message_count)
+        found = asking_round_of(
+            checkpoint.messages_raw, checkpoint.message_count, checkpoint.message_starts
+        )
     except (ValueError, IndexError):
         return None
     claims = checked.claims

@@ -463,8 +463,14 @@ class _Compiler:
     # -- reading an array raw: its items' bytes, validated without building them ---------------
 
     def _read_raw_array(self, schema: Any, target: str, depth: int) -> list[str]:
-        """``(items, count)``: the items' bytes exactly as written, without block counts and
-        terminator, and how many there are; refused exactly where :meth:`_read` would refuse.
+        """``(items, count, starts)``: the items' bytes exactly as written, without block counts
+        and terminator, how many there are, and where each item starts in those bytes (offsets
+        into the joined blocks); refused exactly where :meth:`_read` would refuse.
+
+        The starts let a reader go straight to any item, the last ones first, without walking
+        the items before it again. They cost one append per item, taken where the walk already
+        stands: ``shift`` is the length of the blocks before this one minus where this one
+        starts, so ``p + shift`` is the item's offset in the joined bytes.
 
         The walk checks every length, enum index, union branch and bound as the reader does, but
         not each string's UTF-8 on its own: it counts the high bytes (>= 0x80) of the varints it
@@ -484,8 +490,9 @@ class _Compiler:
         ]
         self.constants.setdefault("_HIGH_BYTES", bytes(range(128, 256)))
         self.constants.setdefault("_STEP", _STEP)
-        high, start, first, parts, total = (
-            self._tmp(stem) for stem in ("hi", "s", "b", "parts", "total")
+        high, start, first, parts, total, starts, mark, shift = (
+            self._tmp(stem)
+            for stem in ("hi", "s", "b", "parts", "total", "starts", "mark", "shift")
         )
         count, span = self._tmp("count"), self._tmp("span")
         self._high = high
@@ -503,27 +510,33 @@ class _Compiler:
                 f"{pad}            raise _Truncated",
                 f"{pad}        {total} += {count}",
                 f"{pad}        {first} = p",
+                f"{pad}        {shift} -= p",
                 f"{pad}        for _ in range({count}):",
+                f"{pad}            {mark}(p + {shift})",
                 *item,
                 f"{pad}        {parts}.append(d[{first}:p])",
+                f"{pad}        {shift} += p",
             ]
         finally:
             self._high = None
         return [
             f"{pad}if d[p] == 0:",
             f"{pad}    p += 1",
-            f"{pad}    {target} = (b'', 0)",
+            f"{pad}    {target} = (b'', 0, ())",
             f"{pad}else:",
             f"{pad}    {high} = 0",
             f"{pad}    {total} = 0",
             f"{pad}    {start} = p",
             f"{pad}    {parts} = []",
+            f"{pad}    {starts} = []",
+            f"{pad}    {mark} = {starts}.append",
+            f"{pad}    {shift} = 0",
             *block,
             f"{pad}    {span} = d[{start}:p]",
             f"{pad}    if len({span}) - len({span}.translate(None, _HIGH_BYTES)) != {high}:",
             f"{pad}        {strict}(d, {start}, end)",
             f"{pad}    {parts} = {parts}[0] if len({parts}) == 1 else b''.join({parts})",
-            f"{pad}    {target} = ({parts}, {total})",
+            f"{pad}    {target} = ({parts}, {total}, tuple({starts}))",
         ]
 
     def _skip(self, schema: Any, depth: int) -> list[str]:
@@ -656,8 +669,9 @@ class CompiledSchema:
 
 def compile_skim(expanded: dict[str, Any], raw: frozenset[str]) -> CompiledSchema | None:
     """A reader of ``expanded`` that reads the arrays named in ``raw``
-    (``"dev.turnlog.Record.field"``) as ``(items, count)`` -- the items' bytes as written, without
-    block counts, ready to be written again as one block -- and every other field as
+    (``"dev.turnlog.Record.field"``) as ``(items, count, starts)`` -- the items' bytes as
+    written, without block counts, ready to be written again as one block; how many; and the
+    offset in those bytes where each item starts -- and every other field as
     :func:`compile_schema`'s reader does. It refuses exactly the bytes that reader refuses.
     ``None`` when the schema uses something the walk cannot check without building it."""
     if expanded.get("type") not in ("record", "error"):

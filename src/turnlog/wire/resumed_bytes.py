@@ -10,7 +10,8 @@ behind the count ``n + k``, are the array the normal codec writes for the whole 
 ``tests/unit/test_resumed_bytes.py``.
 
 What it needs of the messages is only where the asking round is (:func:`asking_round_of`), which
-it reads from the encoded items without building them. The items come from
+it reads from the encoded items without building them, from the last one back when the skim
+says where each starts. The items come from
 :func:`turnlog.wire.skim.skim_pause`, which has already checked them as the full decoder would;
 a walk that still meets something it cannot read raises ``ValueError`` and the caller takes the
 decoding path. An approval that edits the arguments rewrites an earlier message, so it cannot be
@@ -35,6 +36,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLI = timedelta(milliseconds=1)
 _ASSISTANT = 2  # the index of "assistant" in the Role enum (held by _writers())
 _TOOL = 3  # and of "tool"
+_NOTHING: frozenset[str] = frozenset()
 
 
 class ResumedFields(NamedTuple):
@@ -205,24 +207,92 @@ def _calls(data: bytes, p: int) -> tuple[list[tuple[str, str]], int]:
         if count < 0:
             count = -count
             _, p = _read_long(data, p)  # the block's size in bytes
-        for _ in range(count):
-            call_id, p = _read_string(data, p)
-            name, p = _read_string(data, p)
-            p = _skip_string(data, p)  # arguments
+        for _ in range(count):  # one-byte lengths (under 64 bytes) read in line
+            b = data[p]
+            if b < 0x80 and not b & 1:
+                start = p + 1
+                p = start + (b >> 1)
+                call_id = data[start:p].decode("utf-8")
+            else:
+                call_id, p = _read_string(data, p)
+            b = data[p]
+            if b < 0x80 and not b & 1:
+                start = p + 1
+                p = start + (b >> 1)
+                name = data[start:p].decode("utf-8")
+            else:
+                name, p = _read_string(data, p)
+            b = data[p]  # arguments: stepped over
+            if b < 0x80 and not b & 1:
+                p += 1 + (b >> 1)
+            else:
+                p = _skip_string(data, p)
             found.append((call_id, name))
 
 
-def asking_round_of(messages_raw: bytes, message_count: int) -> AskingRound:
+def _message(data: bytes, p: int) -> tuple[int, list[tuple[str, str]] | None, bytes, int]:
+    """The ``Message`` item at ``p``: its role byte (the enum index, zig-zagged), its tool
+    calls (``None`` for an empty array), its ``tool_call_id`` as UTF-8 (``b""`` for null) and the
+    position after it. Everything else is stepped over.
+
+    The common shapes are read in line: a one-byte role, an empty tool-call array, a null union
+    and a string whose length takes one byte; anything else goes through the helpers above.
+    """
+    role = data[p]
+    if role > 2 * _TOOL or role & 1:
+        raise ValueError(f"role byte {role}")
+    b = data[p + 1]  # content: stepped over
+    if b < 0x80 and not b & 1:
+        p += 2 + (b >> 1)
+    else:
+        p = _skip_string(data, p + 1)
+    found: list[tuple[str, str]] | None = None
+    if data[p] == 0:  # no tool calls
+        p += 1
+    else:
+        found, p = _calls(data, p)
+    b = data[p]  # tool_call_id: null (0) or a string (2)
+    tool_call_id = b""
+    if b == 2:
+        b = data[p + 1]
+        if b < 0x80 and not b & 1:
+            start = p + 2
+            p = start + (b >> 1)
+            tool_call_id = data[start:p]
+        else:
+            text, p = _read_string(data, p + 1)
+            tool_call_id = text.encode("utf-8")
+    elif b:
+        raise ValueError(f"union byte {b}")
+    else:
+        p += 1
+    b = data[p]  # name: null or a string, stepped over
+    if b == 2:
+        p = _skip_string(data, p + 1)
+    elif b:
+        raise ValueError(f"union byte {b}")
+    else:
+        p += 1
+    return role, found, tool_call_id, p
+
+
+def asking_round_of(
+    messages_raw: bytes, message_count: int, message_starts: Sequence[int] = ()
+) -> AskingRound:
     """The :class:`~turnlog.contracts.rehydration.AskingRound` of ``message_count`` encoded
     ``Message`` items, equal to ``asking_round`` of the same messages decoded. Reads the role,
     the tool calls' ids and names and the tool messages' call ids; steps over everything else.
     ``ValueError`` (or ``IndexError``) for bytes that are not that many items.
 
-    It runs once per resume over every message, so the common shapes are read in line: a
-    one-byte role, an empty tool-call array, a null union and a string whose length takes one
-    byte; anything else goes through the helpers above.
+    With ``message_starts`` (where each item starts, as
+    :attr:`~turnlog.wire.skim.SkimmedCheckpoint.message_starts` records them) it reads from the
+    last item back to the asking round and no further: the round is usually at or near the end,
+    so a resume reads one or a few items, not every one. Without them every item is walked from
+    the first.
     """
     _writers()  # the layout check
+    if message_starts:
+        return _from_the_end(messages_raw, message_count, message_starts)
     data = messages_raw
     end = len(data)
     p = 0
@@ -230,41 +300,7 @@ def asking_round_of(messages_raw: bytes, message_count: int) -> AskingRound:
     calls: list[tuple[str, str]] = []
     answered_after: list[bytes] = []
     for index in range(message_count):
-        role = data[p]
-        if role > 2 * _TOOL or role & 1:
-            raise ValueError(f"role byte {role}")
-        b = data[p + 1]  # content: stepped over
-        if b < 0x80 and not b & 1:
-            p += 2 + (b >> 1)
-        else:
-            p = _skip_string(data, p + 1)
-        found: list[tuple[str, str]] | None = None
-        if data[p] == 0:  # no tool calls
-            p += 1
-        else:
-            found, p = _calls(data, p)
-        b = data[p]  # tool_call_id: null (0) or a string (2)
-        tool_call_id = b""
-        if b == 2:
-            b = data[p + 1]
-            if b < 0x80 and not b & 1:
-                start = p + 2
-                p = start + (b >> 1)
-                tool_call_id = data[start:p]
-            else:
-                text, p = _read_string(data, p + 1)
-                tool_call_id = text.encode("utf-8")
-        elif b:
-            raise ValueError(f"union byte {b}")
-        else:
-            p += 1
-        b = data[p]  # name: null or a string, stepped over
-        if b == 2:
-            p = _skip_string(data, p + 1)
-        elif b:
-            raise ValueError(f"union byte {b}")
-        else:
-            p += 1
+        role, found, tool_call_id, p = _message(data, p)
         if p > end:
             raise ValueError("a message runs past the end")
         if found and role == 2 * _ASSISTANT:
@@ -275,3 +311,40 @@ def asking_round_of(messages_raw: bytes, message_count: int) -> AskingRound:
         raise ValueError(f"{end - p} bytes follow the {message_count} messages")
     observed = frozenset(raw.decode("utf-8") for raw in answered_after)
     return AskingRound(position, tuple(calls), observed)
+
+
+def _from_the_end(data: bytes, message_count: int, starts: Sequence[int]) -> AskingRound:
+    """:func:`asking_round_of` read backwards from the last item: the first assistant item
+    with tool calls met is the asking round, and the tool items met before it are the ones after
+    it. A system or user item is passed by its role byte alone.
+
+    The starts come from the walk that checked these bytes (the skim), so the items before the
+    round are not looked at; each item read here must still end where the next one starts (or
+    the bytes end), else ``ValueError``, as for any bytes the full walk cannot read.
+    """
+    if len(starts) != message_count:
+        raise ValueError(f"{len(starts)} starts for {message_count} messages")
+    end = len(data)
+    answered_after: list[bytes] = []
+    for index in range(message_count - 1, -1, -1):
+        p = starts[index]
+        if not 0 <= p < end:
+            raise ValueError(f"message {index} starts at {p}, outside 0..{end - 1}")
+        role = data[p]
+        if role < 2 * _ASSISTANT:  # system or user: nothing in it counts here
+            if role & 1:
+                raise ValueError(f"role byte {role}")
+            end = p
+            continue
+        role, found, tool_call_id, after = _message(data, p)
+        if after != end:
+            raise ValueError(f"message {index} ends at {after}, the next starts at {end}")
+        if found and role == 2 * _ASSISTANT:
+            if not answered_after:  # the usual pause: nothing answered after the round yet
+                return AskingRound(index, tuple(found), _NOTHING)
+            observed = frozenset([raw.decode("utf-8") for raw in answered_after])
+            return AskingRound(index, tuple(found), observed)
+        if tool_call_id and role == 2 * _TOOL:
+            answered_after.append(tool_call_id)
+        end = p
+    return AskingRound(-1, (), _NOTHING)

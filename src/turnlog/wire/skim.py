@@ -16,6 +16,8 @@ random and mutated bytes.
 ``messages_raw`` is the encoded ``Message`` items exactly as the writer wrote them, without the
 array's block counts and terminator: written after a count and followed by a zero byte (or with
 more items appended first), it is a valid ``array<Message>`` body of any current schema.
+``message_starts`` says where each item begins in it, noted by the same walk (an append per
+item), so the resume path can read the last messages without walking the first ones again.
 """
 
 from __future__ import annotations
@@ -63,6 +65,11 @@ class SkimmedCheckpoint(NamedTuple):
     package_version: str
     safe_boundary: bool
     version: int
+    #: Where each item of ``messages_raw`` starts in it, in order (``message_count`` offsets),
+    #: recorded by the walk that checked them, so a reader can start at the last ones
+    #: (:func:`turnlog.wire.resumed_bytes.asking_round_of`). Empty when not known: a reader
+    #: then walks the items from the first.
+    message_starts: tuple[int, ...] = ()
 
     def messages(self) -> tuple[dict[str, Any], ...]:
         """The messages decoded, equal to the decoded checkpoint's ``messages``."""
@@ -140,7 +147,7 @@ def skim_pause(value: bytes) -> SkimmedPause:
     checkpoint = record["checkpoint"]
     if end != len(value) or checkpoint["version"] != TURN_STATE_VERSION:
         _refuse(value, None)
-    raw, count = checkpoint["messages"]
+    raw, count, starts = checkpoint["messages"]
     expires_at = record["expires_at"]
     return SkimmedPause(
         record["event_id"],
@@ -164,6 +171,7 @@ def skim_pause(value: bytes) -> SkimmedPause:
             checkpoint["package_version"],
             checkpoint["safe_boundary"],
             checkpoint["version"],
+            starts,
         ),
         record["token_id"],
         record["request_json"],
@@ -200,9 +208,14 @@ def _refuse(value: bytes, refused: DecodeError | None) -> NoReturn:
 def _from_value(pause: PauseRecorded) -> SkimmedPause:
     """A skim of a fully decoded pause: its messages written again with today's schema."""
     parts: list[bytes] = []
+    starts: list[int] = []
+    offset = 0
     write = _skim().message.write
     for message in pause.checkpoint.messages:
+        starts.append(offset)
+        first = len(parts)
         write(dict(message), parts.append)
+        offset += sum(map(len, parts[first:]))
     cp = pause.checkpoint
     record: Mapping[str, Any] = to_record(cp)
     return SkimmedPause(
@@ -213,6 +226,7 @@ def _from_value(pause: PauseRecorded) -> SkimmedPause:
             **{k: v for k, v in record.items() if k != "messages"},
             messages_raw=b"".join(parts),
             message_count=len(cp.messages),
+            message_starts=tuple(starts),
         ),
         pause.token_id,
         pause.request_json,
