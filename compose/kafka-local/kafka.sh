@@ -31,6 +31,9 @@
 #   KAFKA_START_TIMEOUT  seconds a start waits for the client port (default 90)
 #   KAFKA_LOCAL_FAST   1: start the JVM faster (C1 JIT only, a shared class archive); for tests
 #   KAFKA_LOCAL_PROPERTIES  extra server properties, "k=v k=v", appended to every node's config
+#   KAFKA_LOCAL_FEATURES    feature levels set when a node's storage is first formatted,
+#                      "name=level name=level" (StorageTool's --feature), e.g.
+#                      "eligible.leader.replicas.version=0"; an existing data directory keeps its own
 #   KAFKA_LOCAL_USERS  SCRAM-SHA-512/256 users of start-secure, "name:password ..." (admin is
 #                      always made, password KAFKA_LOCAL_ADMIN_PASSWORD, default admin-secret)
 set -euo pipefail
@@ -49,6 +52,8 @@ jvm_opts=${KAFKA_JVM_OPTS:--XX:+UseG1GC}
 start_timeout=${KAFKA_START_TIMEOUT:-90}
 fast=${KAFKA_LOCAL_FAST:-0}
 extra_properties=${KAFKA_LOCAL_PROPERTIES:-}
+feature_flags=()
+for feature in ${KAFKA_LOCAL_FEATURES:-}; do feature_flags+=(--feature "$feature"); done
 
 log() { printf 'kafka-local: %s\n' "$*" >&2; }
 
@@ -195,7 +200,8 @@ start_node() { # NAME CLIENT_PORT CLUSTER_ID
   if [ ! -f "$dir/data/meta.properties" ]; then
     # shellcheck disable=SC2046
     "$java" $(fast_opts) -cp "$cp" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
-      kafka.tools.StorageTool format -c "$dir/server.properties" -t "$cluster" >"$dir/format.log" 2>&1 \
+      kafka.tools.StorageTool format -c "$dir/server.properties" -t "$cluster" \
+      ${feature_flags[@]+"${feature_flags[@]}"} >"$dir/format.log" 2>&1 \
       || { cat "$dir/format.log" >&2; exit 1; }
   fi
   # Appended, not truncated: after a restart the log still says how the previous run ended.
@@ -434,7 +440,8 @@ EOF
         # shellcheck disable=SC2046
         "$java" $(fast_opts) -cp "$lib/*" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
           kafka.tools.StorageTool format -c "$dir/server.properties" -t "$(cluster_id $name)" \
-          "${scram[@]}" >"$dir/format.log" 2>&1 || { cat "$dir/format.log" >&2; exit 1; }
+          "${scram[@]}" ${feature_flags[@]+"${feature_flags[@]}"} >"$dir/format.log" 2>&1 \
+          || { cat "$dir/format.log" >&2; exit 1; }
       fi
       start_node $name "$port" "$(cluster_id $name)"
       wait_ready $name "$port"
