@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -516,6 +517,26 @@ def test_event_ids_are_written_as_uuid4_hex() -> None:
         varying |= int(text, 16) ^ int(ids[0], 16)
     fixed = (0xF000 << 64) | (0xC000 << 48)
     assert varying == ((1 << 128) - 1) & ~fixed
+
+
+def test_pooled_event_ids_are_never_handed_out_twice_nor_shared_with_a_child() -> None:
+    # 2,000 ids cross the 256-id pool several times; a forked child starts from its own draw,
+    # never from the rest of its parent's pool (it would write the parent's next ids).
+    before = [event_id() for _ in range(100)]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: write its next ids and leave at once
+        os.close(read)
+        os.write(write, "".join(event_id() for _ in range(50)).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        child_text = pipe.read().decode()
+    os.waitpid(pid, 0)
+    child = [child_text[i : i + 32] for i in range(0, len(child_text), 32)]
+    parent = [event_id() for _ in range(2000)]
+    assert len(child) == 50
+    assert len(set(before + parent + child)) == len(before) + len(parent) + len(child)
 
 
 _AXIS = st.sampled_from([None, "", "tenant-a", "sess-1", "run-1", "call-1", "int-1", "other"])

@@ -3,7 +3,7 @@ round from encoded messages exactly as rehydration reads it from decoded ones.""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -11,12 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.unit.test_skim import any_pause
-from turnlog.contracts.events import AskUserAnswered, PauseRecorded, TurnResumed
+from turnlog.contracts.events import AskUserAnswered, PauseRecorded, TokenConsumed, TurnResumed
 from turnlog.contracts.messages import normalize_message
 from turnlog.contracts.refusals import Refused
 from turnlog.contracts.rehydration import asking_round, continuation
 from turnlog.wire.codec import encode, schema_for
 from turnlog.wire.compiled import compile_schema
+from turnlog.wire.direct import encode_token_consumed
 from turnlog.wire.resumed_bytes import ResumedFields, asking_round_of, encode_turn_resumed
 from turnlog.wire.skim import skim_pause
 
@@ -158,6 +159,48 @@ def test_a_timestamp_the_wire_cannot_carry_is_refused() -> None:
         encode_turn_resumed(_fields(occurred_at=MOMENT.replace(microsecond=1)), b"", 0, [], None)
     with pytest.raises(ValueError, match="naive"):
         encode_turn_resumed(_fields(occurred_at=MOMENT.replace(tzinfo=None)), b"", 0, [], None)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ids=st.lists(text, min_size=6, max_size=6),
+    outcome=st.sampled_from(["resumed", "expired"]),
+    millis=st.integers(min_value=0, max_value=2**42),
+)
+def test_a_token_consumed_written_directly_equals_the_codec(
+    ids: list[str], outcome: str, millis: int
+) -> None:
+    moment = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=millis)
+    event_id, version, token_id, answer_id, thread_id, checkpoint_id = ids
+    meta = {"event_id": event_id, "occurred_at": moment, "package_version": version}
+    try:
+        expected: bytes | None = encode(
+            TokenConsumed(
+                **meta,
+                token_id=token_id,
+                answer_id=answer_id,
+                thread_id=thread_id,
+                checkpoint_id=checkpoint_id,
+                outcome=outcome,
+            )
+        )
+    except ValueError:
+        expected = None  # a lone surrogate: the codec refuses it, and so must the direct path
+    if expected is None:
+        with pytest.raises(ValueError):
+            encode_token_consumed(meta, token_id, answer_id, thread_id, checkpoint_id, outcome)
+    else:
+        assert (
+            encode_token_consumed(meta, token_id, answer_id, thread_id, checkpoint_id, outcome)
+            == expected
+        )
+
+
+def test_a_token_consumed_with_a_timestamp_the_wire_cannot_carry_is_refused() -> None:
+    for moment in (MOMENT.replace(microsecond=1), MOMENT.replace(tzinfo=None)):
+        meta = {"event_id": "e", "occurred_at": moment, "package_version": "v"}
+        with pytest.raises(ValueError):
+            encode_token_consumed(meta, "t", "a", "th", "cp", "resumed")
 
 
 # --- the asking round read from the end, with the starts the skim records ---------------------

@@ -283,6 +283,7 @@ def test_an_array_written_in_several_blocks_is_kept_as_one() -> None:
     skimmed = skim_pause(split)
     assert skimmed.checkpoint.messages_raw == whole
     assert skimmed.checkpoint.message_count == 2
+    assert skimmed.checkpoint.messages_at == -1  # not one run in the record: nothing to keep
     _assert_same_fields(skimmed, codec.decode(split, PauseRecorded))
 
 
@@ -344,8 +345,17 @@ def test_the_skim_notes_where_each_message_starts(pause: PauseRecorded) -> None:
     for index, message in enumerate(cp.messages):
         item = skimmed.messages_raw[bounds[index] : bounds[index + 1]]
         assert decode_messages(item, 1) == (message,)
-    # The decoded path (a pause the walk does not read) notes the same starts.
-    assert _from_value(pause).checkpoint == skimmed
+    # The decoded path (a pause the walk does not read) notes the same starts; where the items
+    # stand in the record it leaves unknown, as it writes the record anew.
+    assert _from_value(pause).checkpoint == skimmed._replace(messages_at=-1)
+    # The walk notes where the items stand in the record it read: one block there.
+    data = codec.encode(pause)
+    if cp.messages:
+        at = skimmed.messages_at
+        assert data[at : at + len(skimmed.messages_raw)] == skimmed.messages_raw
+        assert data[at + len(skimmed.messages_raw)] == 0  # the array's terminator follows
+    else:
+        assert skimmed.messages_at == -1
 
 
 def _in_blocks(items: list[bytes], cuts: list[int], sized: list[bool]) -> bytes:

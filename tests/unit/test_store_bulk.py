@@ -47,6 +47,14 @@ def test_a_token_entry_is_the_general_encoders_bytes(
     assert layout.dump_token(thread_id, checkpoint_id, sequence, token_id, expires_at) == expected
 
 
+@given(st.sampled_from(["resumed", "expired"]) | texts, texts, texts)
+def test_a_ledger_entry_is_the_general_encoders_bytes(
+    outcome: str, answer_id: str, thread_id: str
+) -> None:
+    expected = layout.dump({"outcome": outcome, "answer_id": answer_id, "thread_id": thread_id})
+    assert layout.dump_ledger(outcome, answer_id, thread_id) == expected
+
+
 def test_a_bulk_load_is_the_same_store_once_closed(tmp_path: Path) -> None:
     with Store.open(tmp_path / "bulk", bulk=True) as bulk:
         apply(bulk, OPS, [2, 3, 1])

@@ -494,3 +494,29 @@ def test_a_public_only_key_checks_like_its_private_half() -> None:
     signature = private.signing.sign(b"input")  # type: ignore[union-attr]
     assert public.check(signature, b"input") and private.check(signature, b"input")
     assert not public.check(signature, b"other input")
+
+
+def test_decoded_headers_are_shared_read_only_and_the_cache_stays_bounded() -> None:
+    from turnlog.tokens import peek
+
+    def compact(header: dict[str, Any], payload: dict[str, Any]) -> str:
+        def part(value: dict[str, Any]) -> str:
+            return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+        return f"{part(header)}.{part(payload)}.AAAA"
+
+    first = peek.parse_token(compact({"alg": "EdDSA", "kid": "k1"}, {"jti": "a"}))
+    again = peek.parse_token(compact({"alg": "EdDSA", "kid": "k1"}, {"jti": "b"}))
+    assert first.header is again.header and again.payload == {"jti": "b"}
+    with pytest.raises(TypeError):
+        first.header["kid"] = "k2"  # type: ignore[index]
+    for n in range(peek._HEADERS_MAX * 3):
+        token = compact({"alg": "EdDSA", "kid": f"k{n}"}, {"jti": "c"})
+        assert peek.parse_token(token).header["kid"] == f"k{n}"
+        assert len(peek._HEADERS) <= peek._HEADERS_MAX
+    # A header that does not decode is refused every time, and never kept.
+    for _ in range(2):
+        with pytest.raises(Refused) as refused:
+            peek.parse_token("bm90IGpzb24." + compact({}, {"jti": "d"}).split(".", 1)[1])
+        assert refused.value.refusal.reason is RefusalReason.TOKEN_INVALID
+    assert "bm90IGpzb24" not in peek._HEADERS

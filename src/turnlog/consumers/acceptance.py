@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from turnlog.contracts.claims import PauseClaims
-from turnlog.contracts.events import AnswerSubmitted, PauseRecorded, TokenConsumed
+from turnlog.contracts.events import AnswerSubmitted, PauseRecorded
 from turnlog.contracts.interactions import InteractionRegistry
 from turnlog.contracts.ledger import LedgerEntry, Outcome
 from turnlog.contracts.refusals import Refusal, Refused
@@ -32,6 +32,7 @@ from turnlog.contracts.resume import (
 from turnlog.kafka.partitioning import consumption_key
 from turnlog.kafka.topics import TopicSet
 from turnlog.wire.codec import encode
+from turnlog.wire.direct import encode_token_consumed
 from turnlog.wire.resumed_bytes import ResumedFields, asking_round_of, encode_turn_resumed
 from turnlog.wire.skim import SkimmedPause
 
@@ -148,15 +149,15 @@ def _written_around(
     resumed = encode_turn_resumed(
         fields, checkpoint.messages_raw, checkpoint.message_count, added, checked.answered
     )
-    consumed = TokenConsumed(
-        **consumed_meta,
-        token_id=claims.token_id,
-        answer_id=answer.answer_id,
-        thread_id=claims.thread_id,
-        checkpoint_id=claims.checkpoint_id,
-        outcome=Outcome.RESUMED,
+    consumed = encode_token_consumed(
+        consumed_meta,
+        claims.token_id,
+        answer.answer_id,
+        claims.thread_id,
+        claims.checkpoint_id,
+        Outcome.RESUMED.value,  # the text itself: the direct writer takes exact str values
     )
-    return Accepted(claims, _outputs(topics, claims, encode(consumed), resumed))
+    return Accepted(claims, _outputs(topics, claims, consumed, resumed))
 
 
 def _decoded_outputs(

@@ -54,7 +54,7 @@ from turnlog.kafka.topics import TopicSet
 from turnlog.tokens import PauseClaims, TokenVerifier
 from turnlog.tokens.peek import ParsedToken, parse_token
 from turnlog.wire.codec import decode, encode
-from turnlog.wire.skim import SkimmedPause, skim_pause
+from turnlog.wire.skim import SkimmedPause, StoredPause, read_stored
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class _Prefetched:
     """One batch's store reads, by (unverified) token id; dropped after a catch-up."""
 
     ledgers: dict[str, LedgerEntry | None] = field(default_factory=dict)
-    pauses: dict[str, bytes | None] = field(default_factory=dict)
+    pauses: dict[str, StoredPause | bytes | None] = field(default_factory=dict)
 
     def clear(self) -> None:
         self.ledgers.clear()
@@ -342,8 +342,8 @@ class AnswerHandler:
             return None, False
         pause: PauseRecorded | SkimmedPause | None
         if claims.token_id in prefetched.pauses:
-            value = prefetched.pauses[claims.token_id]
-            pause = None if value is None else skim_pause(value)
+            stored = prefetched.pauses[claims.token_id]
+            pause = None if stored is None else read_stored(stored)
         else:
             pause = self.view.pause(claims.token_id)
         if pause is not None or claims.thread_id != checked.answer.thread_id:

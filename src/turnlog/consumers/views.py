@@ -11,7 +11,7 @@ from typing import Protocol, runtime_checkable
 
 from turnlog.contracts.events import PauseRecorded
 from turnlog.contracts.ledger import LedgerEntry
-from turnlog.wire.skim import SkimmedPause
+from turnlog.wire.skim import SkimmedPause, StoredPause
 
 __all__ = ["BatchStoreView", "CatchUp", "StoreView"]
 
@@ -36,8 +36,9 @@ class BatchStoreView(StoreView, Protocol):
 
     def ledgers(self, token_ids: Sequence[str]) -> list[LedgerEntry | None]: ...
 
-    def pause_values(self, token_ids: Sequence[str]) -> list[bytes | None]:
-        """The stored pause record (single-object bytes) of each token, ``None`` where none."""
+    def pause_values(self, token_ids: Sequence[str]) -> list[StoredPause | bytes | None]:
+        """The stored pause record of each token, ``None`` where none: single-object bytes, or
+        with the hint its skim left (:func:`turnlog.wire.skim.read_stored` reads both)."""
         ...
 
 

@@ -65,7 +65,7 @@ from turnlog.projections.store import Store
 from turnlog.settings import Settings
 from turnlog.tokens import TokenVerifier
 from turnlog.wire.codec import encode
-from turnlog.wire.skim import SkimmedPause, skim_pause
+from turnlog.wire.skim import SkimmedPause, StoredPause, skim_pause
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +132,8 @@ class _View:
     def ledgers(self, token_ids: Sequence[str]) -> list[LedgerEntry | None]:
         return self._store.ledgers(token_ids)
 
-    def pause_values(self, token_ids: Sequence[str]) -> list[bytes | None]:
-        return self._store.pause_values(token_ids)
+    def pause_values(self, token_ids: Sequence[str]) -> list[StoredPause | bytes | None]:
+        return list(self._store.pause_values(token_ids))
 
     def pauses_applied(self, partition: int) -> int | None:
         return self._store.offset(self._topic, partition)

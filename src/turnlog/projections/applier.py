@@ -23,7 +23,7 @@ from turnlog.kafka.reader import Record
 from turnlog.kafka.topics import TopicSet
 from turnlog.projections.store import Batch, Store
 from turnlog.wire.codec import decode
-from turnlog.wire.skim import skim_pause
+from turnlog.wire.skim import messages_hint, skim_pause
 
 __all__ = ["ApplyStats", "StoreApplier"]
 
@@ -99,6 +99,7 @@ class StoreApplier:
             record.value,
             token_id=pause.token_id,
             expires_at_ms=pause.expires_at_ms,
+            messages_hint=messages_hint(cp),  # offsets into record.value, which it skimmed
         )
 
     def _consumption(self, batch: Batch, record: Record) -> None:

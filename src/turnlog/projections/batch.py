@@ -8,7 +8,7 @@ is in the deadline index exactly while it exists and its token is not spent, whi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 
 from turnlog.errors import StoreError
@@ -24,7 +24,7 @@ from turnlog.projections.layout import (
     TOKENS,
     checkpoint_key,
     deadline_key,
-    dump,
+    dump_ledger,
     dump_locator,
     dump_token,
     load,
@@ -80,10 +80,12 @@ class Batch:
         *,
         token_id: str | None = None,
         expires_at_ms: int | None = None,
+        messages_hint: Sequence[int] | None = None,
     ) -> None:
         """Record a checkpoint (a pauses record), replacing one with the same checkpoint id.
 
-        With a token, the pause can be found by token and, until the token is spent, by deadline.
+        With a token, the pause can be found by token and, until the token is spent, by deadline;
+        ``messages_hint`` (what the skim of ``value`` found) goes into the token's entry.
         """
         if (token_id is None) != (expires_at_ms is None):
             raise ValueError("a pause's token_id and expires_at_ms come together or not at all")
@@ -102,7 +104,7 @@ class Batch:
         if (previous := self._get(TOKENS, token)) is not None:
             self._delete(DEADLINES, deadline_key(load(previous)["expires_at"], token_id))
         pending[TOKENS][token] = dump_token(
-            thread_id, checkpoint_id, sequence, token_id, expires_at_ms
+            thread_id, checkpoint_id, sequence, token_id, expires_at_ms, messages_hint
         )
         if self._get(LEDGER, token) is None:
             pending[DEADLINES][deadline + token] = thread_id.encode()
@@ -136,8 +138,7 @@ class Batch:
         token = token_id.encode()
         if (previous := self._get(LEDGER, token)) is not None:
             self._delete(THREAD_TOKENS, thread_token_key(load(previous)["thread_id"], token_id))
-        entry = {"outcome": outcome, "answer_id": answer_id, "thread_id": thread_id}
-        self._put(LEDGER, token, dump(entry))
+        self._put(LEDGER, token, dump_ledger(outcome, answer_id, thread_id))
         self._put(THREAD_TOKENS, by_thread, b"")
         if (info := self._get(TOKENS, token)) is not None:
             self._delete(DEADLINES, deadline_key(load(info)["expires_at"], token_id))

@@ -9,6 +9,7 @@ the digest relies on.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from turnlog.contracts.ledger import Outcome
@@ -22,7 +23,8 @@ CHECKPOINTS = "checkpoints"
 #: thread NUL checkpoint_id -> {sequence, token_id, expires_at}: finds a checkpoint from its
 #: pauses-topic key, which is all a tombstone carries
 PAUSES = "pauses"
-#: token_id -> {thread_id, checkpoint_id, sequence, expires_at}
+#: token_id -> {thread_id, checkpoint_id, sequence, expires_at[, messages]}: ``messages`` is the
+#: hint a skim left (where the checkpoint's messages stand in the stored record), optional
 TOKENS = "tokens"
 #: be64(expires_at_ms) token_id -> thread_id, for pauses whose token is not in the ledger
 DEADLINES = "deadlines"
@@ -123,13 +125,30 @@ def dump_locator(sequence: int, token_id: str | None, expires_at: int | None) ->
 
 
 def dump_token(
-    thread_id: str, checkpoint_id: str, sequence: int, token_id: str, expires_at: int
+    thread_id: str,
+    checkpoint_id: str,
+    sequence: int,
+    token_id: str,
+    expires_at: int,
+    messages: Sequence[int] | None = None,
 ) -> bytes:
-    """``dump`` of a token's entry: its pause's thread and checkpoint, and the locator."""
+    """``dump`` of a token's entry: its pause's thread and checkpoint, the locator, and (when
+    given) the messages hint its skim left (:func:`turnlog.wire.skim.messages_hint`), which
+    lets a resume read the pause again without walking its messages. An entry without one
+    (written before the hint existed, or for a pause the skim re-wrote) reads as before."""
+    hint = "" if messages is None else f'"messages":[{",".join(map(int.__repr__, messages))}],'
     return (
         f'{{"checkpoint_id":{_STRING(checkpoint_id)},"expires_at":{int.__repr__(expires_at)},'
-        f'"sequence":{int.__repr__(sequence)},"thread_id":{_STRING(thread_id)},'
+        f'{hint}"sequence":{int.__repr__(sequence)},"thread_id":{_STRING(thread_id)},'
         f'"token_id":{_STRING(token_id)}}}'
+    ).encode()
+
+
+def dump_ledger(outcome: str, answer_id: str, thread_id: str) -> bytes:
+    """``dump`` of a ledger entry: how the token was spent, by which answer, on which thread."""
+    return (
+        f'{{"answer_id":{_STRING(answer_id)},"outcome":{_STRING(outcome)},'
+        f'"thread_id":{_STRING(thread_id)}}}'
     ).encode()
 
 

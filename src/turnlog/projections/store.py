@@ -32,6 +32,7 @@ from turnlog.contracts.ledger import LedgerEntry, Outcome
 from turnlog.errors import StoreError
 from turnlog.projections import layout
 from turnlog.projections.batch import Batch
+from turnlog.wire.skim import StoredPause
 
 __all__ = ["Batch", "OpenPause", "PauseInfo", "Store"]
 
@@ -264,14 +265,15 @@ class Store:
             Outcome(entry["outcome"]), entry["answer_id"], entry.get("thread_id", "")
         )
 
-    def pause_values(self, token_ids: Sequence[str]) -> list[bytes | None]:
-        """The stored pause record behind each token (``None``: none), read with two RocksDB
-        multi-gets for the lot: the resume worker asks once per fetched batch of answers."""
+    def pause_values(self, token_ids: Sequence[str]) -> list[StoredPause | None]:
+        """The stored pause record behind each token (``None``: none), with the messages hint
+        its skim left, read with two RocksDB multi-gets for the lot: the resume worker asks once
+        per fetched batch of answers (:func:`turnlog.wire.skim.read_stored` reads them)."""
         if not token_ids:
             return []
         raws = self._family(layout.TOKENS).get([t.encode() for t in token_ids])
         keys: list[bytes] = []
-        where: list[int] = []
+        where: list[tuple[int, tuple[int, ...] | None]] = []
         for i, raw in enumerate(raws):
             if raw is not None:
                 info = layout.load(bytes(raw))
@@ -280,11 +282,13 @@ class Store:
                         info["thread_id"], info["sequence"], info["checkpoint_id"]
                     )
                 )
-                where.append(i)
-        found: list[bytes | None] = [None] * len(token_ids)
+                hint = info.get("messages")
+                where.append((i, tuple(hint) if isinstance(hint, list) else None))
+        found: list[StoredPause | None] = [None] * len(token_ids)
         if keys:
-            for i, value in zip(where, self._family(layout.CHECKPOINTS).get(keys), strict=True):
-                found[i] = None if value is None else bytes(value)
+            values = self._family(layout.CHECKPOINTS).get(keys)
+            for (i, hint), value in zip(where, values, strict=True):
+                found[i] = None if value is None else StoredPause(bytes(value), hint)
         return found
 
     def ledgers(self, token_ids: Sequence[str]) -> list[LedgerEntry | None]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from turnlog.contracts.refusals import RefusalReason, refuse
@@ -16,7 +18,8 @@ class ParsedToken:
     """A compact JWT read once: its header and payload as JSON objects, and what its signature
     covers. Nothing in it is trusted until :meth:`TokenVerifier.verify_parsed` says so."""
 
-    header: dict[str, Any]
+    #: Read-only: a decoded header may be shared by every token that carries the same one.
+    header: Mapping[str, Any]
     payload: dict[str, Any]
     signing_input: bytes
     signature: bytes
@@ -36,9 +39,27 @@ def parse_token(token: str) -> ParsedToken:
         signature = base64.b64decode(_padded(parts[2]), altchars=b"-_", validate=True)
     except (UnicodeEncodeError, ValueError, binascii.Error):
         raise refuse(RefusalReason.TOKEN_INVALID, "unreadable token signature") from None
-    return ParsedToken(
-        _part(parts[0], "header"), _part(parts[1], "payload"), signing_input, signature
-    )
+    return ParsedToken(_header(parts[0]), _part(parts[1], "payload"), signing_input, signature)
+
+
+#: Decoded headers by their encoded text. A deployment signs with a few keys, so nearly every
+#: token carries one of a few header strings: decoding it once saves a base64 and a JSON parse per
+#: answer. Only headers that decoded are kept, as read-only views; the cache is emptied when full,
+#: so a stream of distinct headers costs what it cost before and holds no more memory.
+_HEADERS: dict[str, Mapping[str, Any]] = {}
+_HEADERS_MAX = 64
+_HEADER_CHARS_MAX = 1024
+
+
+def _header(segment: str) -> Mapping[str, Any]:
+    found = _HEADERS.get(segment)
+    if found is None:
+        found = MappingProxyType(_part(segment, "header"))
+        if len(segment) <= _HEADER_CHARS_MAX:
+            if len(_HEADERS) >= _HEADERS_MAX:
+                _HEADERS.clear()
+            _HEADERS[segment] = found
+    return found
 
 
 def peek_claims(token: str) -> dict[str, Any]:

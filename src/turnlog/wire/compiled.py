@@ -463,9 +463,10 @@ class _Compiler:
     # -- reading an array raw: its items' bytes, validated without building them ---------------
 
     def _read_raw_array(self, schema: Any, target: str, depth: int) -> list[str]:
-        """``(items, count, starts)``: the items' bytes exactly as written, without block counts
-        and terminator, how many there are, and where each item starts in those bytes (offsets
-        into the joined blocks); refused exactly where :meth:`_read` would refuse.
+        """``(items, count, starts, at)``: the items' bytes exactly as written, without block
+        counts and terminator, how many there are, where each item starts in those bytes
+        (offsets into the joined blocks), and where the items start in ``d`` when they are one
+        run there (one block), else -1; refused exactly where :meth:`_read` would refuse.
 
         The starts let a reader go straight to any item, the last ones first, without walking
         the items before it again. They cost one append per item, taken where the walk already
@@ -522,7 +523,7 @@ class _Compiler:
         return [
             f"{pad}if d[p] == 0:",
             f"{pad}    p += 1",
-            f"{pad}    {target} = (b'', 0, ())",
+            f"{pad}    {target} = (b'', 0, (), -1)",
             f"{pad}else:",
             f"{pad}    {high} = 0",
             f"{pad}    {total} = 0",
@@ -535,8 +536,10 @@ class _Compiler:
             f"{pad}    {span} = d[{start}:p]",
             f"{pad}    if len({span}) - len({span}.translate(None, _HIGH_BYTES)) != {high}:",
             f"{pad}        {strict}(d, {start}, end)",
-            f"{pad}    {parts} = {parts}[0] if len({parts}) == 1 else b''.join({parts})",
-            f"{pad}    {target} = ({parts}, {total}, tuple({starts}))",
+            f"{pad}    if len({parts}) == 1:",
+            f"{pad}        {target} = ({parts}[0], {total}, tuple({starts}), {first})",
+            f"{pad}    else:",
+            f"{pad}        {target} = (b''.join({parts}), {total}, tuple({starts}), -1)",
         ]
 
     def _skip(self, schema: Any, depth: int) -> list[str]:
@@ -669,9 +672,10 @@ class CompiledSchema:
 
 def compile_skim(expanded: dict[str, Any], raw: frozenset[str]) -> CompiledSchema | None:
     """A reader of ``expanded`` that reads the arrays named in ``raw``
-    (``"dev.turnlog.Record.field"``) as ``(items, count, starts)`` -- the items' bytes as
-    written, without block counts, ready to be written again as one block; how many; and the
-    offset in those bytes where each item starts -- and every other field as
+    (``"dev.turnlog.Record.field"``) as ``(items, count, starts, at)`` -- the items' bytes as
+    written, without block counts, ready to be written again as one block; how many; the
+    offset in those bytes where each item starts; and where they start in the record when
+    written as one block (else -1) -- and every other field as
     :func:`compile_schema`'s reader does. It refuses exactly the bytes that reader refuses.
     ``None`` when the schema uses something the walk cannot check without building it."""
     if expanded.get("type") not in ("record", "error"):

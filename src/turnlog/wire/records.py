@@ -164,6 +164,8 @@ def from_record(name: str, record: Mapping[str, Any]) -> WireValue:
 
 
 def _build(cls: type[_V], record: Mapping[str, Any]) -> _V:
+    if cls in _FLAT:  # nothing nested, no arrays: every field is the record's value as read
+        return cls(**{name: record[name] for name in _FIELD_NAMES[cls]})
     nested = _NESTED.get(cls, {})
     kwargs: dict[str, Any] = {}
     for name in _field_names(cls):
@@ -192,8 +194,17 @@ _FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {}
 def _field_names(cls: type[Any]) -> tuple[str, ...]:
     names = _FIELD_NAMES.get(cls)
     if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+        found = fields(cls)
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in found)
+        # Flat: no nested record and no array (the only field types _build converts).
+        nested = cls in _NESTED or cls in _CANONICAL_ON_READ
+        if not nested and not any("tuple" in str(f.type) for f in found):
+            _FLAT.add(cls)
     return names
+
+
+#: Classes whose values are built straight from the record (filled by _field_names).
+_FLAT: set[type[Any]] = set()
 
 
 #: Classes whose ``__post_init__`` only brings messages into canonical form (and insists on an

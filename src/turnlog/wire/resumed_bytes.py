@@ -22,18 +22,19 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from turnlog.contracts.events import AskUserAnswered
 from turnlog.contracts.rehydration import AskingRound
 from turnlog.wire.codec import MAGIC, fingerprint_of, schema_for
 from turnlog.wire.compiled import compile_schema
+from turnlog.wire.direct import long_bytes as _long
+from turnlog.wire.direct import millis_bytes as _millis
+from turnlog.wire.direct import string_bytes as _string
 
 __all__ = ["ResumedFields", "asking_round_of", "encode_turn_resumed"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MILLI = timedelta(milliseconds=1)
 _ASSISTANT = 2  # the index of "assistant" in the Role enum (held by _writers())
 _TOOL = 3  # and of "tool"
 _NOTHING: frozenset[str] = frozenset()
@@ -86,31 +87,6 @@ def _writers() -> _Writers:
     return _Writers(
         MAGIC + fingerprint_of("TurnResumed"), compiled_message.write, compiled_answered.write
     )
-
-
-def _long(value: int) -> bytes:
-    n = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _string(text: str) -> bytes:
-    if type(text) is not str:
-        raise TypeError(f"expected text, got {type(text).__name__}")
-    data = text.encode("utf-8")
-    return _long(len(data)) + data
-
-
-def _millis(moment: datetime) -> bytes:
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError("occurred_at must be timezone-aware (UTC), got a naive datetime")
-    if moment.microsecond % 1000:
-        raise ValueError(f"occurred_at carries microseconds ({moment.isoformat()})")
-    return _long((moment - _EPOCH) // _MILLI)
 
 
 def encode_turn_resumed(

@@ -1,0 +1,108 @@
+"""Avro values written by hand, and the worker's ``TokenConsumed`` written with them.
+
+The resume path writes two records per answer. Building each as a value and handing it to the
+codec costs more than the writing itself, so the primitives here write the bytes directly --
+zig-zag varints, strings, millisecond timestamps -- and :func:`encode_token_consumed` and
+:func:`turnlog.wire.resumed_bytes.encode_turn_resumed` lay the records out with them. Both are
+held byte for byte to :func:`turnlog.wire.codec.encode` by ``tests/unit/test_resumed_bytes.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from turnlog.wire.codec import MAGIC, fingerprint_of, schema_for
+
+__all__ = ["encode_token_consumed", "long_bytes", "millis_bytes", "string_bytes"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLI = timedelta(milliseconds=1)
+
+#: The zig-zag varint of 0..63, one byte each: every short string's length and most counts.
+_SMALL_LONGS: tuple[bytes, ...] = tuple(bytes([v << 1]) for v in range(64))
+
+
+def long_bytes(value: int) -> bytes:
+    if 0 <= value < 64:
+        return _SMALL_LONGS[value]
+    n = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def string_bytes(text: str) -> bytes:
+    if type(text) is not str:
+        raise TypeError(f"expected text, got {type(text).__name__}")
+    data = text.encode("utf-8")
+    return long_bytes(len(data)) + data
+
+
+#: The last moment written and its bytes (datetimes are immutable, so the same object always
+#: writes the same bytes).
+_LAST_MILLIS: tuple[datetime | None, bytes] = (None, b"")
+
+
+def millis_bytes(moment: datetime) -> bytes:
+    global _LAST_MILLIS
+    last = _LAST_MILLIS
+    if last[0] is moment:  # the worker stamps a whole batch with one moment
+        return last[1]
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError("occurred_at must be timezone-aware (UTC), got a naive datetime")
+    if moment.microsecond % 1000:
+        raise ValueError(f"occurred_at carries microseconds ({moment.isoformat()})")
+    written = long_bytes((moment - _EPOCH) // _MILLI)
+    _LAST_MILLIS = (moment, written)  # one tuple: read and replaced whole
+    return written
+
+
+@functools.cache
+def _consumed_header() -> bytes:
+    """``TokenConsumed``'s single-object header, after checking that its fields are still the
+    eight strings and one timestamp this module writes by hand."""
+    fields = [(f["name"], f["type"]) for f in schema_for("TokenConsumed")["fields"]]
+    expected = ["event_id", "occurred_at", "package_version", "token_id", "answer_id"]
+    expected += ["thread_id", "checkpoint_id", "outcome"]
+    if [name for name, _ in fields] != expected or any(
+        kind != "string" for name, kind in fields if name != "occurred_at"
+    ):
+        raise RuntimeError(f"TokenConsumed's fields changed ({fields}); update resumed_bytes")
+    return MAGIC + fingerprint_of("TokenConsumed")
+
+
+def encode_token_consumed(
+    meta: Mapping[str, Any],
+    token_id: str,
+    answer_id: str,
+    thread_id: str,
+    checkpoint_id: str,
+    outcome: str,
+) -> bytes:
+    """The single-object ``TokenConsumed`` of these fields (``meta``: its ``event_id``,
+    ``occurred_at`` and ``package_version``), byte for byte what
+    :func:`~turnlog.wire.codec.encode` writes for the same event, without building it first.
+    ``ValueError`` for a value the schema cannot carry."""
+    header = _consumed_header()
+    try:
+        return b"".join(
+            (
+                header,
+                string_bytes(meta["event_id"]),
+                millis_bytes(meta["occurred_at"]),
+                string_bytes(meta["package_version"]),
+                string_bytes(token_id),
+                string_bytes(answer_id),
+                string_bytes(thread_id),
+                string_bytes(checkpoint_id),
+                string_bytes(outcome),
+            )
+        )
+    except (TypeError, UnicodeEncodeError, OverflowError) as exc:
+        raise ValueError(f"TokenConsumed cannot be written with its schema: {exc}") from exc
