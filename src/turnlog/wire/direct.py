@@ -10,13 +10,13 @@ held byte for byte to :func:`turnlog.wire.codec.encode` by ``tests/unit/test_res
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from turnlog.wire.codec import MAGIC, fingerprint_of, schema_for
 
-__all__ = ["encode_token_consumed", "long_bytes", "millis_bytes", "string_bytes"]
+__all__ = ["encode_token_consumed", "long_bytes", "millis_bytes", "strings_into"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLI = timedelta(milliseconds=1)
@@ -37,11 +37,19 @@ def long_bytes(value: int) -> bytes:
     return bytes(out)
 
 
-def string_bytes(text: str) -> bytes:
-    if type(text) is not str:
-        raise TypeError(f"expected text, got {type(text).__name__}")
-    data = text.encode("utf-8")
-    return long_bytes(len(data)) + data
+def strings_into(parts: list[bytes], texts: Iterable[str]) -> None:
+    """Each text as Avro writes a string -- its UTF-8 length as a varint, then its bytes --
+    appended to ``parts`` (two parts each: no concatenation, one call for a run of strings).
+    ``TypeError`` for anything but an exact ``str``."""
+    append = parts.append
+    small = _SMALL_LONGS
+    for text in texts:
+        if type(text) is not str:
+            raise TypeError(f"expected text, got {type(text).__name__}")
+        data = text.encode("utf-8")
+        size = len(data)
+        append(small[size] if size < 64 else long_bytes(size))
+        append(data)
 
 
 #: The last moment written and its bytes (datetimes are immutable, so the same object always
@@ -89,20 +97,14 @@ def encode_token_consumed(
     ``occurred_at`` and ``package_version``), byte for byte what
     :func:`~turnlog.wire.codec.encode` writes for the same event, without building it first.
     ``ValueError`` for a value the schema cannot carry."""
-    header = _consumed_header()
+    parts = [_consumed_header()]
     try:
-        return b"".join(
-            (
-                header,
-                string_bytes(meta["event_id"]),
-                millis_bytes(meta["occurred_at"]),
-                string_bytes(meta["package_version"]),
-                string_bytes(token_id),
-                string_bytes(answer_id),
-                string_bytes(thread_id),
-                string_bytes(checkpoint_id),
-                string_bytes(outcome),
-            )
+        strings_into(parts, (meta["event_id"],))
+        parts.append(millis_bytes(meta["occurred_at"]))
+        strings_into(
+            parts,
+            (meta["package_version"], token_id, answer_id, thread_id, checkpoint_id, outcome),
         )
+        return b"".join(parts)
     except (TypeError, UnicodeEncodeError, OverflowError) as exc:
         raise ValueError(f"TokenConsumed cannot be written with its schema: {exc}") from exc

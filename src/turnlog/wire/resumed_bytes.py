@@ -31,7 +31,7 @@ from turnlog.wire.codec import MAGIC, fingerprint_of, schema_for
 from turnlog.wire.compiled import compile_schema
 from turnlog.wire.direct import long_bytes as _long
 from turnlog.wire.direct import millis_bytes as _millis
-from turnlog.wire.direct import string_bytes as _string
+from turnlog.wire.direct import strings_into
 
 __all__ = ["ResumedFields", "asking_round_of", "encode_turn_resumed"]
 
@@ -101,9 +101,11 @@ def encode_turn_resumed(
     :func:`~turnlog.wire.codec.encode` writes for the same turn. ``ValueError`` for a value
     the schema cannot carry."""
     writers = _writers()
-    parts = [writers.header, _string(fields.event_id), _millis(fields.occurred_at)]
+    parts = [writers.header]
     try:
-        parts.extend(_string(text) for text in fields[2:])
+        strings_into(parts, (fields.event_id,))
+        parts.append(_millis(fields.occurred_at))
+        strings_into(parts, fields[2:])
         total = message_count + len(appended)
         if total:
             parts.append(_long(total))
