@@ -47,6 +47,24 @@ def test_a_token_entry_is_the_general_encoders_bytes(
     assert layout.dump_token(thread_id, checkpoint_id, sequence, token_id, expires_at) == expected
 
 
+@given(texts, texts, numbers, texts, numbers, st.lists(numbers, min_size=1, max_size=30))
+def test_a_token_entry_with_a_hint_reads_as_the_entry_and_gives_the_hint_back(
+    thread_id: str,
+    checkpoint_id: str,
+    sequence: int,
+    token_id: str,
+    expires_at: int,
+    hint: list[int],
+) -> None:
+    plain = layout.dump_token(thread_id, checkpoint_id, sequence, token_id, expires_at)
+    hinted = layout.dump_token(thread_id, checkpoint_id, sequence, token_id, expires_at, hint)
+    # The entry's first line is the entry without a hint; readers of the entry see no change.
+    assert hinted.partition(b"\n")[0] == plain and layout.load(hinted) == layout.load(plain)
+    assert layout.token_hint(hinted) == tuple(hint)
+    assert layout.token_hint(plain) is None
+    assert layout.token_hint(plain + b"\nnot,numbers") is None
+
+
 @given(st.sampled_from(["resumed", "expired"]) | texts, texts, texts)
 def test_a_ledger_entry_is_the_general_encoders_bytes(
     outcome: str, answer_id: str, thread_id: str

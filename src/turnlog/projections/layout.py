@@ -23,8 +23,8 @@ CHECKPOINTS = "checkpoints"
 #: thread NUL checkpoint_id -> {sequence, token_id, expires_at}: finds a checkpoint from its
 #: pauses-topic key, which is all a tombstone carries
 PAUSES = "pauses"
-#: token_id -> {thread_id, checkpoint_id, sequence, expires_at[, messages]}: ``messages`` is the
-#: hint a skim left (where the checkpoint's messages stand in the stored record), optional
+#: token_id -> {thread_id, checkpoint_id, sequence, expires_at}, then optionally a second line:
+#: the hint the pause's skim left (where the checkpoint's messages stand in the stored record)
 TOKENS = "tokens"
 #: be64(expires_at_ms) token_id -> thread_id, for pauses whose token is not in the ledger
 DEADLINES = "deadlines"
@@ -132,16 +132,32 @@ def dump_token(
     expires_at: int,
     messages: Sequence[int] | None = None,
 ) -> bytes:
-    """``dump`` of a token's entry: its pause's thread and checkpoint, the locator, and (when
-    given) the messages hint its skim left (:func:`turnlog.wire.skim.messages_hint`), which
-    lets a resume read the pause again without walking its messages. An entry without one
-    (written before the hint existed, or for a pause the skim re-wrote) reads as before."""
-    hint = "" if messages is None else f'"messages":[{",".join(map(int.__repr__, messages))}],'
-    return (
+    """``dump`` of a token's entry: its pause's thread and checkpoint, and the locator.
+
+    With ``messages`` (the hint the pause's skim left: :func:`turnlog.wire.skim.messages_hint`)
+    the entry carries it on a second line, as decimal numbers with commas: canonical JSON never
+    holds a raw newline, so the first line is the entry as before, and a reader that needs only
+    the entry (:func:`load`) does not parse the hint. An entry without one reads as before.
+    """
+    entry = (
         f'{{"checkpoint_id":{_STRING(checkpoint_id)},"expires_at":{int.__repr__(expires_at)},'
-        f'{hint}"sequence":{int.__repr__(sequence)},"thread_id":{_STRING(thread_id)},'
+        f'"sequence":{int.__repr__(sequence)},"thread_id":{_STRING(thread_id)},'
         f'"token_id":{_STRING(token_id)}}}'
-    ).encode()
+    )
+    if messages:
+        entry += "\n" + ",".join(map(int.__repr__, messages))
+    return entry.encode()
+
+
+def token_hint(raw: bytes) -> tuple[int, ...] | None:
+    """The messages hint on a token entry's second line, if it has one that reads as numbers."""
+    _, newline, hint = raw.partition(b"\n")
+    if not newline:
+        return None
+    try:
+        return tuple(map(int, hint.split(b",")))
+    except ValueError:
+        return None
 
 
 def dump_ledger(outcome: str, answer_id: str, thread_id: str) -> bytes:
@@ -153,7 +169,8 @@ def dump_ledger(outcome: str, answer_id: str, thread_id: str) -> bytes:
 
 
 def load(raw: bytes) -> dict[str, Any]:
-    value = json.loads(raw)
+    """An index value's JSON object (a token entry's hint line, if any, left out)."""
+    value = json.loads(raw.partition(b"\n")[0])
     if not isinstance(value, dict):
         raise ValueError(f"a store index value must be a JSON object, got {raw!r}")
     return value

@@ -276,14 +276,14 @@ class Store:
         where: list[tuple[int, tuple[int, ...] | None]] = []
         for i, raw in enumerate(raws):
             if raw is not None:
-                info = layout.load(bytes(raw))
+                entry = bytes(raw)
+                info = layout.load(entry)
                 keys.append(
                     layout.checkpoint_key(
                         info["thread_id"], info["sequence"], info["checkpoint_id"]
                     )
                 )
-                hint = info.get("messages")
-                where.append((i, tuple(hint) if isinstance(hint, list) else None))
+                where.append((i, layout.token_hint(entry)))
         found: list[StoredPause | None] = [None] * len(token_ids)
         if keys:
             values = self._family(layout.CHECKPOINTS).get(keys)
