@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from turnlog.projections.store import Store
+from turnlog.wire.skim import StoredPause
 
 
 @pytest.fixture
@@ -58,3 +59,32 @@ def test_any_mix_of_ids(store: Store, ids: list[str]) -> None:
     assert _values(store.pause_values(ids)) == [
         None if (p := store.pause_for_token(t)) is None else p.value for t in ids
     ]
+
+
+def test_consumptions_put_together_are_the_consumptions_put_one_by_one(tmp_path: Path) -> None:
+    # Read ahead in one multi-get, the ledger and token entries a consumption reads; the batch's
+    # own changes still come first (a token spent twice in one batch, a pause put in the batch).
+    spent = [
+        ("t1", "k1", "resumed", "a1"),  # already spent in the store: its old ledger row goes
+        ("t2", "k2", "resumed", "a2"),
+        ("t2", "k2", "expired", ""),  # the same token again, in the same batch
+        ("t9", "k9", "resumed", "a9"),  # a pause put in this very batch
+        ("t7", "nope", "resumed", "a7"),  # no pause anywhere
+    ]
+    digests = []
+    for together in (False, True):
+        with Store.open(tmp_path / f"db-{together}") as store:
+            with store.batch() as b:
+                for i in range(6):
+                    b.put_pause(f"t{i}", "cp-1", 1, b"p", token_id=f"k{i}", expires_at_ms=9 + i)
+                b.put_consumption("t1", "k1", "resumed", "a0")
+            with store.batch() as b:
+                b.put_pause("t9", "cp-1", 1, b"p", token_id="k9", expires_at_ms=99)
+                if together:
+                    b.put_consumptions(spent)
+                else:
+                    for entry in spent:
+                        b.put_consumption(*entry)
+            digests.append(store.digest())
+            assert store.ledger("k2") is not None and store.ledger("k9") is not None
+    assert digests[0] == digests[1]

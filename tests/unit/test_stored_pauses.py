@@ -100,29 +100,33 @@ def test_a_hint_that_does_not_fit_reads_as_the_skim_does(
     hint = messages_hint(skim_pause(value).checkpoint)
     assume(hint is not None)
     assert hint is not None
-    at, length, count, *starts = hint
+    at, length, count, check, *starts = hint
     wrong = data.draw(
         st.one_of(
             st.tuples(st.integers(-3, len(value) + 3), st.just(length), st.just(count)).map(
-                lambda t: (*t, *starts)
+                lambda t: (*t, check, *starts)
             ),
             st.tuples(st.just(at), st.integers(-3, len(value) + 3), st.just(count)).map(
-                lambda t: (*t, *starts)
+                lambda t: (*t, check, *starts)
             ),
             st.tuples(st.just(at), st.just(length), st.integers(-1, count + 3)).map(
-                lambda t: (*t, *starts)
+                lambda t: (*t, check, *starts)
             ),
             st.lists(st.integers(-2, len(value) + 2), max_size=count + 4).map(tuple),
             # Near misses: the items cut at a message boundary (whose first byte, the role of a
             # system message, is a zero like the terminator), or shifted by a byte or two.
             st.sampled_from([*starts[1:], length - 1, length + 1, length + 2]).map(
-                lambda n: (at, n, count, *starts)
+                lambda n: (at, n, count, check, *starts)
             ),
             st.sampled_from([at - 2, at - 1, at + 1, at + 2]).map(
-                lambda a: (a, length, count, *starts)
+                lambda a: (a, length, count, check, *starts)
+            ),
+            st.just((at, length, count, check ^ 1, *starts)),  # another CRC
+            st.integers(0, count - 1).map(  # one start moved: the CRC covers the starts too
+                lambda i: (at, length, count, check, *starts[:i], starts[i] + 1, *starts[i + 1 :])
             ),
             st.sampled_from([count - 1, count + 1]).map(
-                lambda c: (at, length, c, *starts[:c], *([0] * (c - len(starts))))
+                lambda c: (at, length, c, check, *starts[:c], *([0] * (c - len(starts))))
             ),
         )
     )

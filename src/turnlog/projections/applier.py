@@ -138,5 +138,7 @@ class StoreApplier:
         if not spent:
             return
         with self.store.batch() as batch:
-            for token_id, entry in spent.items():
-                batch.put_consumption(entry.thread_id, token_id, entry.outcome, entry.answer_id)
+            batch.put_consumptions(
+                (entry.thread_id, token_id, entry.outcome, entry.answer_id)
+                for token_id, entry in spent.items()
+            )

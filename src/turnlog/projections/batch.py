@@ -8,7 +8,7 @@ is in the deadline index exactly while it exists and its token is not spent, whi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 
 from turnlog.errors import StoreError
@@ -41,6 +41,7 @@ __all__ = ["Batch"]
 Read = Callable[[str, bytes], bytes | None]
 Scan = Callable[[str, bytes, bytes | None], list[tuple[bytes, bytes]]]
 Write = Callable[[Mapping[str, Mapping[bytes, bytes | None]]], None]
+ReadMany = Callable[[str, list[bytes]], list[bytes | None]]
 
 
 class Batch:
@@ -50,11 +51,16 @@ class Batch:
     refuses its input (``ValueError``) changes nothing, so a caller may skip that record and go on.
     """
 
-    def __init__(self, read: Read, scan: Scan, write: Write) -> None:
+    def __init__(
+        self, read: Read, scan: Scan, write: Write, read_many: ReadMany | None = None
+    ) -> None:
         self._read = read
         self._scan = scan
         self._write = write
+        self._read_many = read_many
         self._pending: dict[str, dict[bytes, bytes | None]] = {n: {} for n in ALL_FAMILIES}
+        #: Stored values read ahead (:meth:`prefetch`); the pending changes still come first.
+        self._ahead: dict[str, dict[bytes, bytes | None]] = {}
         self._done = False
 
     def __enter__(self) -> Batch:
@@ -130,6 +136,26 @@ class Batch:
             self._delete(TOKENS, token_id.encode())
             self._delete(DEADLINES, deadline_key(locator["expires_at"], token_id))
 
+    def put_consumptions(self, spent: Iterable[tuple[str, str, str, str]]) -> None:
+        """:meth:`put_consumption` of each ``(thread_id, token_id, outcome, answer_id)``, with
+        the store's ledger and token entries they read fetched in one multi-get each."""
+        spent = list(spent)
+        tokens = [token_id.encode() for _, token_id, _, _ in spent]
+        self.prefetch(LEDGER, tokens)
+        self.prefetch(TOKENS, tokens)
+        for thread_id, token_id, outcome, answer_id in spent:
+            self.put_consumption(thread_id, token_id, outcome, answer_id)
+
+    def prefetch(self, family: str, keys: list[bytes]) -> None:
+        """Read the stored values of ``keys`` now, in one go, for the reads this batch makes
+        next (without a multi-read, the reads stay one by one)."""
+        if self._read_many is None or not keys:
+            return
+        ahead = self._ahead.setdefault(family, {})
+        wanted = [key for key in dict.fromkeys(keys) if key not in ahead]
+        if wanted:
+            ahead.update(zip(wanted, self._read_many(family, wanted), strict=True))
+
     def put_consumption(self, thread_id: str, token_id: str, outcome: str, answer_id: str) -> None:
         """Record the one final record of a token: it is spent and leaves the deadline index."""
         if outcome not in OUTCOMES:
@@ -179,7 +205,12 @@ class Batch:
 
     def _get(self, family: str, key: bytes) -> bytes | None:
         changes = self._pending[family]
-        return changes[key] if key in changes else self._read(family, key)
+        if key in changes:
+            return changes[key]
+        ahead = self._ahead.get(family)
+        if ahead is not None and key in ahead:
+            return ahead[key]
+        return self._read(family, key)
 
     def _put(self, family: str, key: bytes, value: bytes) -> None:
         self._pending[family][key] = value

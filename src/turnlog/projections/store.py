@@ -208,7 +208,7 @@ class Store:
         self._live()
         if self.mode != "read-write":
             raise StoreError(f"the store at {self.path} is open {self.mode}; it cannot be written")
-        return Batch(self._get_live, self._scan, self._write)
+        return Batch(self._get_live, self._scan, self._write, self._get_many)
 
     def forget(self, thread_id: str) -> None:
         """Delete every fact of a thread in one batch (after its tombstones were written)."""
@@ -372,6 +372,10 @@ class Store:
     def _get_live(self, family: str, key: bytes) -> bytes | None:
         """:meth:`_get` for a batch (the store is live): most of a replay's store calls."""
         return self._cf[family].get(key)  # type: ignore[no-any-return]
+
+    def _get_many(self, family: str, keys: list[bytes]) -> list[bytes | None]:
+        """:meth:`_get_live` of many keys: one RocksDB multi-get."""
+        return [None if v is None else bytes(v) for v in self._cf[family].get(keys)]
 
     def _get(self, family: str, key: bytes) -> bytes | None:
         value = self._family(family).get(key)

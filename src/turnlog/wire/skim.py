@@ -22,6 +22,7 @@ item), so the resume path can read the last messages without walking the first o
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, NoReturn
@@ -213,8 +214,9 @@ def _skimmed(
 # :func:`read_stored` reads them in the schema's order and steps over the messages, instead of
 # walking them again -- about a fifth of a resume's own work. The hint is the store's own note,
 # never input from outside; even so it is checked against the bytes it describes (the array's
-# count where the walk found it, the terminator after the items, the record's exact end), and
-# anything that does not fit is skimmed in full, which refuses exactly as a decode does.
+# count where the walk found it, the terminator after the items, a CRC-32 of the items and their
+# starts, the record's exact end), and anything that does not fit is skimmed in full, which
+# refuses exactly as a decode does.
 
 
 class StoredPause(NamedTuple):
@@ -226,15 +228,22 @@ class StoredPause(NamedTuple):
 
 def messages_hint(checkpoint: SkimmedCheckpoint) -> tuple[int, ...] | None:
     """What a store keeps to read this pause again without walking its messages:
-    ``(at, length, count, *starts)``; ``None`` when the items are not one run in the record."""
+    ``(at, length, count, check, *starts)``, ``check`` a CRC-32 of the items and their starts;
+    ``None`` when the items are not one run in the record."""
     if checkpoint.messages_at < 0 or len(checkpoint.message_starts) != checkpoint.message_count:
         return None
+    raw, starts = checkpoint.messages_raw, checkpoint.message_starts
     return (
         checkpoint.messages_at,
-        len(checkpoint.messages_raw),
+        len(raw),
         checkpoint.message_count,
-        *checkpoint.message_starts,
+        _check(raw, starts),
+        *starts,
     )
+
+
+def _check(raw: bytes, starts: Sequence[int]) -> int:
+    return zlib.crc32(",".join(map(str, starts)).encode(), zlib.crc32(raw))
 
 
 def read_stored(stored: StoredPause | bytes) -> SkimmedPause:
@@ -258,10 +267,10 @@ def _read_hinted(value: bytes, hint: Sequence[int]) -> SkimmedPause | None:
     skim does, and the items are taken as the hint says. ``None`` when the hint does not fit."""
     skim = _SKIM or _skim()
     header = skim.header
-    if skim.reader is None or len(hint) < 3 or value[: len(header)] != header:
+    if skim.reader is None or len(hint) < 4 or value[: len(header)] != header:
         return None
-    at, length, count = hint[0], hint[1], hint[2]
-    starts = tuple(hint[3:])
+    at, length, count, check = hint[0], hint[1], hint[2], hint[3]
+    starts = tuple(hint[4:])
     if count <= 0 or len(starts) != count or starts[0] != 0 or length <= starts[-1]:
         return None
     counted = _count_bytes(count)
@@ -269,6 +278,8 @@ def _read_hinted(value: bytes, hint: Sequence[int]) -> SkimmedPause | None:
     end = at + length
     if cut <= len(header) or value[cut:at] != counted or value[end : end + 1] != b"\x00":
         return None
+    if _check(value[at:end], starts) != check:
+        return None  # not the items (or the starts) the hint was made for
     record, stop = skim.reader.read(value[:cut] + value[end:], len(header))
     checkpoint = record["checkpoint"]
     if stop != len(value) - length - len(counted) or checkpoint["messages"][1] != 0:
