@@ -23,6 +23,7 @@ item), so the resume path can read the last messages without walking the first o
 from __future__ import annotations
 
 import zlib
+from array import array
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, NoReturn
@@ -243,7 +244,7 @@ def messages_hint(checkpoint: SkimmedCheckpoint) -> tuple[int, ...] | None:
 
 
 def _check(raw: bytes, starts: Sequence[int]) -> int:
-    return zlib.crc32(",".join(map(str, starts)).encode(), zlib.crc32(raw))
+    return zlib.crc32(array("q", starts).tobytes(), zlib.crc32(raw))
 
 
 def read_stored(stored: StoredPause | bytes) -> SkimmedPause:
