@@ -28,6 +28,7 @@ from tests.integration.worker_support import (
 )
 from tests.kafka_helpers import eventually
 from turnlog.contracts.events import TokenConsumed, TurnResumed
+from turnlog.kafka.reader import LogReader
 from turnlog.producers.answers import AnswerPublisher
 from turnlog.producers.pauses import PauseRecorder, RecordedPause
 
@@ -116,3 +117,37 @@ async def test_killing_the_partition_leader_loses_nothing(
         await _exactly_once(dep, cluster3.bootstrap, pauses)
         assert not run_task(worker).done(), "the worker exited"
         await cluster3.start_node(leader)
+
+
+async def test_a_broker_gone_between_the_workers_two_clients_starting_is_waited_out(
+    own_broker: OwnBroker, names: Names, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker starts its answers consumer, then its restore reader; the broker stops between
+    the two. Before, the retry started the answers consumer a second time and the worker died
+    of aiokafka's "Did you call `start` twice?" (seen in the outage chaos test, where a worker
+    restarted during the outage). Now it waits the outage out, takes its partitions and resumes
+    each pause once."""
+    dep, _ = keyed_deployment(own_broker.bootstrap, names.prefix, names.app, tmp_path)
+    pauses = await _pauses(dep, f"start-{names.app}", 6)
+    real_start = LogReader.start
+    reader_starts: list[float] = []
+
+    async def start_once_the_broker_is_gone(self: LogReader) -> None:
+        if not reader_starts:
+            await own_broker.stop()  # the answers consumer has started; now the broker goes
+        reader_starts.append(asyncio.get_running_loop().time())
+        await real_start(self)
+
+    monkeypatch.setattr(LogReader, "start", start_once_the_broker_is_gone)
+    async with running_worker(dep, tmp_path / "w") as worker:
+
+        async def retried_or_died() -> bool:
+            return len(reader_starts) >= 2 or run_task(worker).done()
+
+        await eventually(retried_or_died, timeout=90)
+        assert not run_task(worker).done(), run_task(worker).exception()
+        await own_broker.start()
+        await wait_owned([worker], PARTITIONS, timeout=120)
+        await _publish_stream(dep, pauses, gap=0)
+        await _exactly_once(dep, own_broker.bootstrap, pauses)
+        assert not run_task(worker).done(), "the worker exited"

@@ -271,9 +271,14 @@ class ResumeWorker(Lifecycle):
         if self._started:
             return
         outage = self._outage_watch()
+        consumer_started = False
         while True:
             try:
-                await self._consumer.start()
+                # Started once: a retry after the broker went between the two starts must not
+                # start the answers consumer again (aiokafka refuses a second start).
+                if not consumer_started:
+                    await self._consumer.start()
+                    consumer_started = True
                 await self._reader.start()
                 self._partitions = len(await self._reader.partitions_of(self.topics.answers))
                 break
