@@ -47,7 +47,14 @@ def test_a_token_entry_is_the_general_encoders_bytes(
     assert layout.dump_token(thread_id, checkpoint_id, sequence, token_id, expires_at) == expected
 
 
-@given(texts, texts, numbers, texts, numbers, st.lists(numbers, min_size=1, max_size=30))
+@given(
+    texts,
+    texts,
+    numbers,
+    texts,
+    numbers,
+    st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=30),
+)
 def test_a_token_entry_with_a_hint_reads_as_the_entry_and_gives_the_hint_back(
     thread_id: str,
     checkpoint_id: str,
@@ -63,6 +70,10 @@ def test_a_token_entry_with_a_hint_reads_as_the_entry_and_gives_the_hint_back(
     assert layout.token_hint(hinted) == tuple(hint)
     assert layout.token_hint(plain) is None
     assert layout.token_hint(plain + b"\nnot,numbers") is None
+    assert layout.token_hint(plain + b"\nabc") is None  # not whole 32-bit numbers
+    # A number outside 32 bits leaves no hint rather than a wrong one.
+    outside = layout.dump_token(thread_id, checkpoint_id, sequence, token_id, expires_at, [2**32])
+    assert outside == plain
 
 
 @given(st.sampled_from(["resumed", "expired"]) | texts, texts, texts)

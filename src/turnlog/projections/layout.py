@@ -9,6 +9,7 @@ the digest relies on.
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,6 +47,7 @@ _OFFSET_PREFIX = b"offset\x00"
 OUTCOMES = frozenset(Outcome)
 
 _U64 = 1 << 64
+_U32 = 1 << 32
 
 
 def u64(value: int, what: str) -> bytes:
@@ -135,17 +137,19 @@ def dump_token(
     """``dump`` of a token's entry: its pause's thread and checkpoint, and the locator.
 
     With ``messages`` (the hint the pause's skim left: :func:`turnlog.wire.skim.messages_hint`)
-    the entry carries it on a second line, as decimal numbers with commas: canonical JSON never
+    the entry carries it on a second line, in hex, as little-endian unsigned 32-bit numbers
+    (about a third of the cost of reading decimals, on every resume): canonical JSON never
     holds a raw newline, so the first line is the entry as before, and a reader that needs only
-    the entry (:func:`load`) does not parse the hint. An entry without one reads as before.
+    the entry (:func:`load`) does not parse the hint. An entry without one reads as before, and
+    so does a hint with a number outside 32 bits (never left: a record is far smaller).
     """
     entry = (
         f'{{"checkpoint_id":{_STRING(checkpoint_id)},"expires_at":{int.__repr__(expires_at)},'
         f'"sequence":{int.__repr__(sequence)},"thread_id":{_STRING(thread_id)},'
         f'"token_id":{_STRING(token_id)}}}'
     )
-    if messages:
-        entry += "\n" + ",".join(map(int.__repr__, messages))
+    if messages and all(0 <= n < _U32 for n in messages):
+        entry += "\n" + struct.pack(f"<{len(messages)}I", *messages).hex()
     return entry.encode()
 
 
@@ -155,8 +159,9 @@ def token_hint(raw: bytes) -> tuple[int, ...] | None:
     if not newline:
         return None
     try:
-        return tuple(map(int, hint.split(b",")))
-    except ValueError:
+        packed = bytes.fromhex(hint.decode("ascii"))
+        return struct.unpack(f"<{len(packed) // 4}I", packed)
+    except (ValueError, struct.error):
         return None
 
 
