@@ -80,7 +80,7 @@ def test_a_pause_read_back_with_the_stores_hint_is_the_pause_skimmed(
 ) -> None:
     value = codec.encode(pause)
     cp = pause.checkpoint
-    applier = StoreApplier(store, TOPICS)
+    applier = StoreApplier(store, TOPICS, messages_hints=True)
     applier.apply_now([Rec(TOPICS.pauses, 0, 0, pause_key(cp.thread_id, cp.checkpoint_id), value)])
     assert applier.stats.applied == 1
     (stored,) = store.pause_values([pause.token_id])
@@ -159,3 +159,20 @@ def test_a_pause_without_messages_leaves_no_hint() -> None:
         pause, checkpoint=dataclasses.replace(pause.checkpoint, messages=())
     )
     assert messages_hint(skim_pause(codec.encode(empty)).checkpoint) is None
+
+
+def test_the_hints_are_the_workers_cache_and_leave_the_digest_alone(tmp_path: Path) -> None:
+    # The worker's store keeps hints, a rebuilt projection does not; both hold the same data.
+    value = codec.encode(_PAUSE)
+    cp = _PAUSE.checkpoint
+    record = Rec(TOPICS.pauses, 0, 0, pause_key(cp.thread_id, cp.checkpoint_id), value)
+    digests, hints = [], []
+    for keep in (True, False):
+        with Store.open(tmp_path / f"db-{keep}") as store:
+            StoreApplier(store, TOPICS, messages_hints=keep).apply_now([record])
+            (stored,) = store.pause_values([_PAUSE.token_id])
+            assert stored is not None and read_stored(stored) == skim_pause(value)
+            hints.append(stored.hint)
+            digests.append(store.digest())
+    assert hints[0] is not None and hints[1] is None
+    assert digests[0] == digests[1]

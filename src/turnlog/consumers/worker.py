@@ -220,7 +220,7 @@ class ResumeWorker(Lifecycle):
         #: marker, so every sweep would otherwise wait on a fetch that can only skip markers.
         self._reader_reads: frozenset[TopicPartition] = frozenset()
         self._stopping = asyncio.Event()
-        self._applier = StoreApplier(store, self.topics)
+        self._applier = StoreApplier(store, self.topics, messages_hints=True)
         self._partitions = settings.partitions
         self._handler = self._make_handler()
         self._reader = LogReader(settings.connection, client_id="turnlog-restore")

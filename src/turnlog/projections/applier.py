@@ -44,10 +44,14 @@ def _ms(moment: datetime) -> int:
 class StoreApplier:
     """Turns records of the pauses and consumptions topics into store changes."""
 
-    def __init__(self, store: Store, topics: TopicSet) -> None:
+    def __init__(self, store: Store, topics: TopicSet, *, messages_hints: bool = False) -> None:
         self.store = store
         self.topics = topics
         self.stats = ApplyStats()
+        #: Keep beside each pause where its skim found the messages (the resume worker's store:
+        #: a resume then reads the pause without walking them again). Off for a projection that
+        #: only serves reads, so a rebuild does not pay for it.
+        self.messages_hints = messages_hints
 
     async def apply(self, records: Sequence[Record]) -> None:
         self.apply_now(records)
@@ -99,7 +103,8 @@ class StoreApplier:
             record.value,
             token_id=pause.token_id,
             expires_at_ms=pause.expires_at_ms,
-            messages_hint=messages_hint(cp),  # offsets into record.value, which it skimmed
+            # offsets into record.value, which it skimmed
+            messages_hint=messages_hint(cp) if self.messages_hints else None,
         )
 
     def _consumption(self, batch: Batch, record: Record) -> None:

@@ -347,13 +347,18 @@ class Store:
             raise StoreError(f"the store at {self.path} is ahead of the log ({detail}); rebuild it")
 
     def digest(self) -> str:
-        """SHA-256 of all user data (keys and values, in order), offsets and metadata excluded."""
+        """SHA-256 of all user data (keys and values, in order), offsets and metadata excluded,
+        and so are the messages hints on token entries: a cache of the resume worker's (a
+        worker's store and one rebuilt from the same log have the same digest)."""
         digest = hashlib.sha256()
         update, length = digest.update, _LENGTH.pack
         for family in layout.USER_FAMILIES:
             update(_frame(family.encode()))
+            hinted = family == layout.TOKENS
             # The same bytes as _frame(key) + _frame(value), without copying the value.
             for key, value in self._family(family).items():
+                if hinted:
+                    value = value.partition(b"\n")[0]
                 update(length(len(key)) + key + length(len(value)))
                 update(value)
         return digest.hexdigest()
