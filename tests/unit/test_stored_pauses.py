@@ -10,7 +10,6 @@ fields, or the same refusal.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from tests.unit.test_handler_bytes import Rec
 from tests.unit.test_skim import _PAUSE, any_pause
 from turnlog.contracts.events import PauseRecorded
 from turnlog.errors import DecodeError
@@ -30,15 +30,6 @@ from turnlog.wire import codec
 from turnlog.wire.skim import StoredPause, messages_hint, read_stored, skim_pause
 
 TOPICS = TopicSet.from_settings(Settings(topic_prefix="t."))
-
-
-@dataclass
-class Rec:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
 
 
 def _outcome(stored: StoredPause | bytes) -> object:
@@ -60,6 +51,15 @@ def store(tmp_path: Path) -> Store:
     opened = Store.open(tmp_path / "db")
     yield opened  # type: ignore[misc]
     opened.close()
+
+
+def _hinted(pause: PauseRecorded) -> tuple[bytes, tuple[int, ...]]:
+    """The pause's bytes and the hint its skim leaves (examples without messages are skipped)."""
+    value = codec.encode(pause)
+    hint = messages_hint(skim_pause(value).checkpoint)
+    assume(hint is not None)
+    assert hint is not None
+    return value, hint
 
 
 def _storable(pause: PauseRecorded) -> PauseRecorded:
@@ -96,10 +96,7 @@ def test_a_pause_read_back_with_the_stores_hint_is_the_pause_skimmed(
 def test_a_hint_that_does_not_fit_reads_as_the_skim_does(
     pause: PauseRecorded, data: st.DataObject
 ) -> None:
-    value = codec.encode(pause)
-    hint = messages_hint(skim_pause(value).checkpoint)
-    assume(hint is not None)
-    assert hint is not None
+    value, hint = _hinted(pause)
     at, length, count, check, *starts = hint
     wrong = data.draw(
         st.one_of(
@@ -142,10 +139,7 @@ def test_scalars_that_changed_under_their_hint_read_as_the_skim_does(
     # Any byte outside the messages: the scalars are read and checked as the skim reads them.
     # (The messages themselves are not walked again: the store took them after the full walk at
     # its door, and a hint describes only the value written beside it in the same batch.)
-    value = codec.encode(pause)
-    hint = messages_hint(skim_pause(value).checkpoint)
-    assume(hint is not None)
-    assert hint is not None
+    value, hint = _hinted(pause)
     at, length = hint[0], hint[1]
     where = data.draw(st.one_of(st.integers(0, at - 1), st.integers(at + length, len(value) - 1)))
     flip = data.draw(st.integers(1, 255))

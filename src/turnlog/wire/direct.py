@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from turnlog.wire.codec import MAGIC, fingerprint_of, schema_for
+from turnlog.wire.compiled import _varint  # the one varint writer
 
 __all__ = ["encode_token_consumed", "long_bytes", "millis_bytes", "strings_into"]
 
@@ -28,13 +29,7 @@ _SMALL_LONGS: tuple[bytes, ...] = tuple(bytes([v << 1]) for v in range(64))
 def long_bytes(value: int) -> bytes:
     if 0 <= value < 64:
         return _SMALL_LONGS[value]
-    n = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return _varint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
 def strings_into(parts: list[bytes], texts: Iterable[str]) -> None:

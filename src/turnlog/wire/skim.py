@@ -33,6 +33,7 @@ from turnlog.contracts.events import PauseRecorded
 from turnlog.errors import DecodeError
 from turnlog.wire.codec import MAGIC, decode, encode, fingerprint_of, schema_for
 from turnlog.wire.compiled import CompiledSchema, compile_schema, compile_skim
+from turnlog.wire.direct import long_bytes
 from turnlog.wire.records import to_record
 
 __all__ = [
@@ -274,7 +275,7 @@ def _read_hinted(value: bytes, hint: Sequence[int]) -> SkimmedPause | None:
     starts = tuple(hint[4:])
     if count <= 0 or len(starts) != count or starts[0] != 0 or length <= starts[-1]:
         return None
-    counted = _count_bytes(count)
+    counted = long_bytes(count)  # a positive block count, as the writer wrote it
     cut = at - len(counted)
     end = at + length
     if cut <= len(header) or value[cut:at] != counted or value[end : end + 1] != b"\x00":
@@ -288,17 +289,6 @@ def _read_hinted(value: bytes, hint: Sequence[int]) -> SkimmedPause | None:
     if checkpoint["version"] != TURN_STATE_VERSION:
         return None
     return _skimmed(record, value, (value[at:end], count, starts, at))
-
-
-def _count_bytes(count: int) -> bytes:
-    """A positive block count as the writer writes it (zig-zag varint)."""
-    n = count << 1
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def decode_messages(raw: bytes, count: int) -> tuple[dict[str, Any], ...]:
