@@ -99,7 +99,10 @@ def script(steps: list[Step]) -> str:
     for number, step in enumerate(steps):
         if step.bare not in SETUP:
             lines += [f"mark {number}", step.command]
-    lines.append('mark "end $(jobs -p | wc -l)"')
+    # Running jobs only: a job that ended during the page's own `wait` can still be listed by
+    # `jobs -p` (as Done, not yet cleared from bash's table) -- seen once in CI, after a
+    # `kill %1 %2 %3; wait` whose three jobs had all printed their last lines.
+    lines.append('mark "end $(jobs -pr | wc -l)"')
     return "\n".join(lines) + "\n"
 
 
