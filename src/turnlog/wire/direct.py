@@ -15,21 +15,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from turnlog.wire.codec import MAGIC, fingerprint_of, schema_for
-from turnlog.wire.compiled import _varint  # the one varint writer
+from turnlog.wire.compiled import _SMALL
+from turnlog.wire.compiled import _long as long_bytes  # the codec's own varint writer
 
 __all__ = ["encode_token_consumed", "long_bytes", "millis_bytes", "strings_into"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLI = timedelta(milliseconds=1)
-
-#: The zig-zag varint of 0..63, one byte each: every short string's length and most counts.
-_SMALL_LONGS: tuple[bytes, ...] = tuple(bytes([v << 1]) for v in range(64))
-
-
-def long_bytes(value: int) -> bytes:
-    if 0 <= value < 64:
-        return _SMALL_LONGS[value]
-    return _varint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
 
 
 def strings_into(parts: list[bytes], texts: Iterable[str]) -> None:
@@ -37,13 +29,13 @@ def strings_into(parts: list[bytes], texts: Iterable[str]) -> None:
     appended to ``parts`` (two parts each: no concatenation, one call for a run of strings).
     ``TypeError`` for anything but an exact ``str``."""
     append = parts.append
-    small = _SMALL_LONGS
+    small = _SMALL
     for text in texts:
         if type(text) is not str:
             raise TypeError(f"expected text, got {type(text).__name__}")
         data = text.encode("utf-8")
         size = len(data)
-        append(small[size] if size < 64 else long_bytes(size))
+        append(small[size] if size < 4096 else long_bytes(size))
         append(data)
 
 
@@ -76,7 +68,7 @@ def _consumed_header() -> bytes:
     if [name for name, _ in fields] != expected or any(
         kind != "string" for name, kind in fields if name != "occurred_at"
     ):
-        raise RuntimeError(f"TokenConsumed's fields changed ({fields}); update resumed_bytes")
+        raise RuntimeError(f"TokenConsumed's fields changed ({fields}); update wire/direct.py")
     return MAGIC + fingerprint_of("TokenConsumed")
 
 
