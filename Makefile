@@ -13,7 +13,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(STAMP): $(BIN)/python pyproject.toml
+$(STAMP): $(BIN)/python pyproject.toml hatch_build.py src/turnlog/wire/_native.c
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 

@@ -14,6 +14,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "turnlog"
 #: What the pure rooms may not import: a client, a store, a JWT library, or the OS.
 IO_MODULES = ("aiokafka", "rocksdict", "jwt", "os", "socket", "subprocess")
 PURE_ROOMS = ("contracts", "wire")
+#: The one exception, and why: the C reader's loader reads TURNLOG_PURE_PYTHON at import, to
+#: leave the extension unused (``os.environ``, nothing else of ``os``).
+ALLOWED = {("turnlog.wire.native", "os")}
 #: A module longer than this says at its top why it is one module.
 MAX_LINES = 400
 
@@ -55,7 +58,7 @@ def test_the_pure_rooms_import_no_io() -> None:
         if room not in PURE_ROOMS:
             continue
         for imported, line in _imports(path):
-            if imported.split(".")[0] in IO_MODULES:
+            if imported.split(".")[0] in IO_MODULES and (name, imported) not in ALLOWED:
                 bad.append(f"{name}:{line} imports {imported}")
     assert bad == []
 

@@ -29,6 +29,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from turnlog.errors import DecodeError
+from turnlog.wire.native import compile_program
+from turnlog.wire.native import read as _native_read
 
 __all__ = ["CompiledSchema", "Read", "Write", "compile_schema", "compile_skim"]
 
@@ -644,13 +646,14 @@ class _Compiler:
 class CompiledSchema:
     """The compiled writer and reader of one current record schema."""
 
-    __slots__ = ("_read", "name", "write")
+    __slots__ = ("_native", "_read", "name", "write")
 
-    def __init__(self, name: str, write: Write, read: Read) -> None:
+    def __init__(self, name: str, write: Write, read: Read, native: Any = None) -> None:
         self.name = name  # short name, for the refusals
         #: ``write(record, append)``: exactly fastavro's bytes for ``record``, in pieces.
         self.write = write
         self._read = read
+        self._native = native  # the same reader in C (turnlog.wire.native), or None
 
     def read(self, data: bytes, start: int) -> tuple[dict[str, Any], int]:
         """The record whose body starts at ``data[start]``, and the position after it.
@@ -658,7 +661,14 @@ class CompiledSchema:
         Bytes from outside never raise anything but :class:`DecodeError`: ``truncated_body`` when
         the data ends before the record does, ``malformed_body`` for bytes no writer of this
         schema could have produced.
+
+        The C reader goes first where there is one; whatever it does not read (bad bytes
+        included) is read again here, so a refusal is always this reader's.
         """
+        if self._native is not None:
+            found = _native_read(self._native, data, start)
+            if found is not None:
+                return found
         try:
             return self._read(data, start, len(data))
         except (_Truncated, IndexError) as exc:  # every index past the end is a short body
@@ -684,7 +694,8 @@ def compile_skim(expanded: dict[str, Any], raw: frozenset[str]) -> CompiledSchem
         write, read = _Compiler(raw).compile(expanded)
     except _Unsupported:
         return None
-    return CompiledSchema(str(expanded["name"]).rpartition(".")[2], write, read)
+    native = compile_program(expanded, raw)
+    return CompiledSchema(str(expanded["name"]).rpartition(".")[2], write, read, native)
 
 
 def compile_schema(expanded: dict[str, Any]) -> CompiledSchema | None:
@@ -696,4 +707,5 @@ def compile_schema(expanded: dict[str, Any]) -> CompiledSchema | None:
         write, read = _Compiler().compile(expanded)
     except _Unsupported:
         return None
-    return CompiledSchema(str(expanded["name"]).rpartition(".")[2], write, read)
+    native = compile_program(expanded)
+    return CompiledSchema(str(expanded["name"]).rpartition(".")[2], write, read, native)
