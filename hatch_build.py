@@ -1,19 +1,27 @@
-"""Builds the C reader (``turnlog.wire._native``) into the wheel, or leaves it out.
+"""Builds turnlog's two compiled parts into the wheel, or leaves them out.
 
-The package works without it (:mod:`turnlog.wire.native` then reads with the generated Python),
-so a machine with no C compiler still installs turnlog; the build says so on stderr. An editable
-install puts the built module beside its source, in ``src/turnlog/wire``, where the checkout
-imports it from; a changed ``_native.c`` is then ignored at import until ``make install``
-rebuilds it (the module carries the SHA-256 of the source it was built from).
+- The C reader (``turnlog.wire._native``): without it :mod:`turnlog.wire.native` reads with
+  the generated Python.
+- The resume path's modules compiled with mypyc (:data:`turnlog._compiled.MODULES`, one group):
+  without them the same sources run as Python.
+
+The package works without either, so a machine with no C compiler still installs turnlog; the
+build says so on stderr. An editable install puts the built modules beside their sources in
+``src/turnlog``, where the checkout imports them from; a changed source is then ignored at import
+until ``make install`` rebuilds it: the C reader carries the SHA-256 of the ``_native.c`` it was
+built from, and the compiled group the digest of its sources (``turnlog/_compiled.sha256``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib.util
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
@@ -39,10 +47,22 @@ class NativeBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             return
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
+        self._place(version, build_data, built, f"turnlog/wire/{built.name}")
+        try:
+            compiled = _compile_group(root, self._work)
+        except Exception as exc:  # noqa: BLE001 - any failure leaves the sources as they run
+            print(f"turnlog: the resume path was not compiled ({exc}); pure Python", file=sys.stderr)
+            return
+        for path, target in compiled:
+            self._place(version, build_data, path, target)
+
+    def _place(self, version: str, build_data: dict[str, Any], built: Path, target: str) -> None:
+        """Into the wheel at ``target`` (a path under ``turnlog/``), or, for an editable
+        install, beside the sources the checkout imports."""
         if version == "editable":
-            shutil.copy2(built, source.parent / built.name)
+            shutil.copy2(built, Path(self.root) / "src" / target)
         else:
-            build_data["force_include"][str(built)] = f"turnlog/wire/{built.name}"
+            build_data["force_include"][str(built)] = target
 
     def finalize(self, version: str, build_data: dict[str, Any], artifact_path: str) -> None:
         work = getattr(self, "_work", None)
@@ -67,3 +87,59 @@ def _build(source: Path, work: Path) -> Path:
     command.ensure_finalized()
     command.run()
     return Path(command.get_ext_fullpath(NAME))
+
+
+def _compiled_module() -> ModuleType:
+    """``turnlog._compiled`` loaded on its own (it imports only the standard library): the list
+    of modules to compile and the digest the guard compares."""
+    spec = importlib.util.spec_from_file_location(
+        "turnlog_compiled_at_build", Path("src/turnlog/_compiled.py").resolve()
+    )
+    if spec is None or spec.loader is None:
+        raise OSError("src/turnlog/_compiled.py is missing")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _compile_group(root: Path, work: Path) -> list[tuple[Path, str]]:
+    """mypyc over the resume path's modules: each built extension with its place in the wheel,
+    and the manifest holding the digest of the sources compiled.
+
+    mypy runs with the type information of turnlog alone (``--no-site-packages``,
+    third-party imports as ``Any``), so the same code is compiled whether the build is isolated
+    or not; errors in modules outside the group are not the compiler's business
+    (``--follow-imports=silent``)."""
+    from mypyc.build import mypycify
+    from setuptools import Distribution
+    from setuptools.command.build_ext import build_ext
+
+    group = _compiled_module()
+    package = root / "src" / "turnlog"
+    digest = group.sources_digest(package)
+    sources = [str(p.relative_to(root / "src")) for p in group.source_paths(package)]
+    with contextlib.chdir(root / "src"):
+        extensions = mypycify(
+            [
+                "--follow-imports=silent",
+                "--ignore-missing-imports",
+                "--no-site-packages",
+                "--cache-dir",
+                str(work / "mypy-cache"),
+                *sources,
+            ],
+            group_name=group.GROUP,
+            target_dir=str(work / "mypyc"),
+        )
+        command = build_ext(Distribution({"name": "turnlog", "ext_modules": extensions}))
+        command.build_lib = str(work / "mypyc-lib")
+        command.build_temp = str(work / "mypyc-tmp")
+        command.ensure_finalized()
+        command.run()
+        built = [Path(command.get_ext_fullpath(ext.name)).resolve() for ext in extensions]
+    if group.sources_digest(package) != digest:
+        raise OSError("the sources changed while they were being compiled")
+    manifest = work / group.MANIFEST
+    manifest.write_text(digest + "\n")
+    placed = [(path, str(path.relative_to(work / "mypyc-lib"))) for path in built]
+    return [*placed, (manifest, f"turnlog/{group.MANIFEST}")]

@@ -139,6 +139,7 @@ async def _measure(
         "restored": owned.get("restored"),
         "committed_all": complete,
         "stats": stats,
+        "timings": (exit_event or {}).get("timings"),
     }
 
 

@@ -45,6 +45,9 @@ from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+# First, before any module of the resume path is imported: whether its compiled build is used.
+from turnlog import _compiled  # noqa: F401
+
 try:
     __version__ = version("turnlog")
 except PackageNotFoundError:  # running from a source tree that was never installed
