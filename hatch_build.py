@@ -39,6 +39,8 @@ class NativeBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             return
         root = Path(self.root)
         source = root / SOURCE
+        if version == "editable":
+            _clear_built(root / "src")
         self._work = Path(tempfile.mkdtemp(prefix="turnlog-native-"))
         try:
             built = _build(source, self._work)
@@ -57,8 +59,8 @@ class NativeBuildHook(BuildHookInterface):  # type: ignore[type-arg]
             self._place(version, build_data, path, target)
 
     def _place(self, version: str, build_data: dict[str, Any], built: Path, target: str) -> None:
-        """Into the wheel at ``target`` (a path under ``turnlog/``), or, for an editable
-        install, beside the sources the checkout imports."""
+        """Into the wheel at ``target`` (its path in the wheel), or, for an editable install,
+        beside the sources the checkout imports (under ``src/``)."""
         if version == "editable":
             shutil.copy2(built, Path(self.root) / "src" / target)
         else:
@@ -87,6 +89,14 @@ def _build(source: Path, work: Path) -> Path:
     command.ensure_finalized()
     command.run()
     return Path(command.get_ext_fullpath(NAME))
+
+
+def _clear_built(src: Path) -> None:
+    """Remove what an earlier editable build left in the checkout: a module since dropped from
+    the compiled group would otherwise still load its old extension, not its source."""
+    for built in [*src.glob("turnlog_speedups__mypyc.*"), *(src / "turnlog").rglob("*.so")]:
+        built.unlink()
+    (src / "turnlog" / "_compiled.sha256").unlink(missing_ok=True)
 
 
 def _compiled_module() -> ModuleType:

@@ -91,9 +91,6 @@ def worker_config(
         "report_at": list(report_at),
         "profile": profile,
     }
-    import os
-    if os.environ.get("TL_TIMINGS"):
-        config["timings"] = True
     if mode == "turnlog":
         if state_dir is None:
             raise ValueError("turnlog's worker needs a state directory")

@@ -84,7 +84,7 @@ def check_thread_id(thread_id: str) -> str:
     return thread_id
 
 
-def _composite(thread_id: str, other: str, what: str) -> bytes:
+def _composite(thread_id: str, other: object, what: str) -> bytes:
     if not isinstance(other, str):
         raise TypeError(f"{what} must be a str, got {type(other).__name__}")
     return check_thread_id(thread_id).encode("utf-8") + SEPARATOR + other.encode("utf-8")

@@ -25,7 +25,7 @@ class ParsedToken:
     signature: bytes
 
 
-def parse_token(token: str) -> ParsedToken:
+def parse_token(token: object) -> ParsedToken:
     """Split and decode a compact JWT, signature unchecked; ``Refused`` (``token_invalid``) for
     anything that is not one. The worker parses each answer's token once with this: the
     unverified token id picks the ledger row, and the same parse is then verified."""
@@ -62,7 +62,7 @@ def _header(segment: str) -> Mapping[str, Any]:
     return found
 
 
-def peek_claims(token: str) -> dict[str, Any]:
+def peek_claims(token: object) -> dict[str, Any]:
     """The token's payload WITHOUT checking its signature, issuer, audience or window.
 
     Untrusted: only for choosing where a record goes (``thread_id`` as the partition key) or
@@ -72,7 +72,7 @@ def peek_claims(token: str) -> dict[str, Any]:
     return unverified_part(token, 1)
 
 
-def unverified_part(token: str, part: int) -> dict[str, Any]:
+def unverified_part(token: object, part: int) -> dict[str, Any]:
     """Part 0 (header) or 1 (payload) of a compact JWT as a JSON object, signature unchecked.
 
     Done by hand rather than through pyjwt: it runs on the hot paths (figures in

@@ -59,7 +59,7 @@ class TokenVerifier:
         self._audience = audience
         self._leeway = leeway
 
-    def verify(self, token: str, now: datetime) -> PauseClaims:
+    def verify(self, token: object, now: datetime) -> PauseClaims:
         """The token's claims, or :class:`~turnlog.contracts.refusals.Refused` naming the rule."""
         return self.verify_parsed(parse_token(token), now)
 

@@ -138,7 +138,7 @@ def _skim() -> _Skim:
     return _SKIM
 
 
-def skim_pause(value: bytes) -> SkimmedPause:
+def skim_pause(value: object) -> SkimmedPause:
     """The pause in ``value``, its messages kept as bytes, or the :class:`DecodeError`
     :func:`~turnlog.wire.codec.decode` raises for it (``not_single_object``,
     ``unknown_fingerprint``, ``unexpected_type``, ``truncated_body``, ``malformed_body``,
