@@ -132,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     console.print(
         f"turnlog bench{' --quick' if args.quick else ''}: {facts['cpus']} CPUs "
         f"({facts['cpu_model'] or 'unknown'}), Python {facts['python']}, "
-        f"broker {args.bootstrap}, {args.repeats} repeat(s)"
+        f"broker {args.bootstrap}, {args.repeats} repeat(s); C reader: {facts['c_reader']}, "
+        f"compiled resume path: {facts['compiled_resume_path']}"
     )
     started = time.perf_counter()
     rows, failures = asyncio.run(run(args, console))
@@ -140,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     console.rule("[bold]summary")
     print_table(rows, f"turnlog bench: medians of {args.repeats} run(s), {elapsed:.0f}s", console)
     if args.markdown:
-        console.print(markdown(rows), markup=False, highlight=False)
+        # Unwrapped: a table row longer than the console must stay one line.
+        console.print(markdown(rows), markup=False, highlight=False, soft_wrap=True)
     meta = {
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "elapsed_s": round(elapsed, 1),

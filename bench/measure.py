@@ -105,8 +105,14 @@ def machine_facts(bootstrap: str) -> dict[str, Any]:
             versions[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
             versions[package] = None
+    from turnlog import _compiled
+    from turnlog.wire import native
+
     return {
         "cpus": os.cpu_count(),
+        # Which builds run: the C reader and the compiled resume path (each "" when in use).
+        "c_reader": native.UNAVAILABLE_BECAUSE or "in use",
+        "compiled_resume_path": _compiled.UNUSED_BECAUSE or "in use",
         "cpu_model": cpu,
         "memory_gb": round(mem_kb / 1024 / 1024, 1),
         "platform": platform.platform(),

@@ -77,7 +77,9 @@ class Timings:
 
     STEPS = {
         "round": ("turnlog.consumers.worker", "ResumeWorker", "_round"),
-        "handle": ("turnlog.consumers.handler", "AnswerHandler", "handle_batch"),
+        # One partition batch's handling (the worker's step: the handler's classes may be
+        # compiled, and a compiled class's methods cannot be wrapped).
+        "handle": ("turnlog.consumers.worker", "ResumeWorker", "_prepare"),
         "transaction": ("turnlog.consumers.worker", "ResumeWorker", "_commit"),
         "sweep": ("turnlog.consumers.worker", "ResumeWorker", "_expire"),
         "sweep_locked": ("turnlog.consumers.worker", "ResumeWorker", "_expire_due"),
