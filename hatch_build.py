@@ -99,11 +99,11 @@ def _clear_built(src: Path) -> None:
     (src / "turnlog" / "_compiled.sha256").unlink(missing_ok=True)
 
 
-def _compiled_module() -> ModuleType:
+def _compiled_module(root: Path) -> ModuleType:
     """``turnlog._compiled`` loaded on its own (it imports only the standard library): the list
     of modules to compile and the digest the guard compares."""
     spec = importlib.util.spec_from_file_location(
-        "turnlog_compiled_at_build", Path("src/turnlog/_compiled.py").resolve()
+        "turnlog_compiled_at_build", root / "src" / "turnlog" / "_compiled.py"
     )
     if spec is None or spec.loader is None:
         raise OSError("src/turnlog/_compiled.py is missing")
@@ -124,7 +124,7 @@ def _compile_group(root: Path, work: Path) -> list[tuple[Path, str]]:
     from setuptools import Distribution
     from setuptools.command.build_ext import build_ext
 
-    group = _compiled_module()
+    group = _compiled_module(root)
     package = root / "src" / "turnlog"
     digest = group.sources_digest(package)
     sources = [str(p.relative_to(root / "src")) for p in group.source_paths(package)]
