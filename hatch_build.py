@@ -53,7 +53,7 @@ class NativeBuildHook(BuildHookInterface):  # type: ignore[type-arg]
         try:
             compiled = _compile_group(root, self._work)
         except Exception as exc:  # noqa: BLE001 - any failure leaves the sources as they run
-            print(f"turnlog: the resume path was not compiled ({exc}); pure Python", file=sys.stderr)
+            print(f"turnlog: the resume path was not compiled ({exc}); Python", file=sys.stderr)
             return
         for path, target in compiled:
             self._place(version, build_data, path, target)

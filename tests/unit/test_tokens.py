@@ -438,6 +438,19 @@ def test_peek_refuses_garbage_by_name() -> None:
     assert caught.value.reason is RefusalReason.TOKEN_INVALID
 
 
+@pytest.mark.parametrize("token", [None, 7, b"a.b.c", ["a", "b", "c"]])
+def test_a_token_that_is_not_text_is_refused_by_name(token: Any) -> None:
+    """Whatever a caller hands in (the compiled build checks annotated types on entry, so these
+    entry points take any object and refuse it themselves)."""
+    from turnlog.tokens import peek
+
+    for read in (peek_claims, peek.parse_token, lambda t: peek.unverified_part(t, 0)):
+        with pytest.raises(Refused) as caught:
+            read(token)
+        assert caught.value.reason is RefusalReason.TOKEN_INVALID
+    refused_as(token, RefusalReason.TOKEN_INVALID)
+
+
 # -- the Ed25519 check itself: libsodium decides as cryptography does ---------------------------
 
 _ED_PRIVATE, _ED_PUBLIC = generate_ed25519("k1")
