@@ -110,7 +110,7 @@ def machine_facts(bootstrap: str) -> dict[str, Any]:
 
     return {
         "cpus": os.cpu_count(),
-        # Which builds run: the C reader and the compiled resume path (each "" when in use).
+        # Which builds run: the C reader and the compiled resume path ("in use", or why not).
         "c_reader": native.UNAVAILABLE_BECAUSE or "in use",
         "compiled_resume_path": _compiled.UNUSED_BECAUSE or "in use",
         "cpu_model": cpu,

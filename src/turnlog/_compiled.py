@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["MODULES", "UNUSED_BECAUSE", "in_use", "install", "sources_digest"]
+__all__ = ["GROUP", "MANIFEST", "MODULES", "UNUSED_BECAUSE", "SourceFirst", "in_use", "install"]
+__all__ += ["source_paths", "sources_digest"]
 
 #: Compiled together, as one group. Each is pure enough for mypyc: typed throughout (mypy
 #: --strict), no monkeypatching of its classes, no dynamic attributes. Left out on purpose:
