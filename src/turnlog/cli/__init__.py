@@ -10,6 +10,7 @@ from turnlog.cli import turns
 from turnlog.cli import services
 from turnlog.cli import admin
 from turnlog.cli import status
+from turnlog.cli import audit
 from turnlog.cli import inbox
 
-__all__ = ["admin", "app", "inbox", "main", "services", "status", "turns"]
+__all__ = ["admin", "app", "audit", "inbox", "main", "services", "status", "turns"]

@@ -198,3 +198,41 @@ def resumed_turns_metrics(registry: CollectorRegistry | None = None) -> ResumedT
         if reg not in _resumed:
             _resumed[reg] = ResumedTurnsMetrics(reg)
         return _resumed[reg]
+
+
+class AuditMetrics:
+    """What ``turnlog audit --watch`` reports: the last verdict, per violation kind (a bounded
+    set: :class:`~turnlog.audit.invariant.Kind`), and when it was reached."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.violations = Gauge(
+            "turnlog_audit_violations",
+            "Violations of the exactly-once invariant found by the last audit, by kind.",
+            ["kind"],
+            registry=registry,
+        )
+        self.answers = Gauge(
+            "turnlog_audit_answers_judged",
+            "Answers below the worker group's committed offset judged by the last audit.",
+            registry=registry,
+        )
+        self.passes = Counter(
+            "turnlog_audit_passes", "Audits completed since the auditor started.", registry=registry
+        )
+        self.last_pass = Gauge(
+            "turnlog_audit_last_pass_timestamp_seconds",
+            "When the last audit completed (unix time).",
+            registry=registry,
+        )
+
+
+_audit: WeakKeyDictionary[CollectorRegistry, AuditMetrics] = WeakKeyDictionary()
+
+
+def audit_metrics(registry: CollectorRegistry | None = None) -> AuditMetrics:
+    """The auditor's collectors on ``registry`` (turnlog's :data:`REGISTRY` by default)."""
+    reg = REGISTRY if registry is None else registry
+    with _lock:
+        if reg not in _audit:
+            _audit[reg] = AuditMetrics(reg)
+        return _audit[reg]

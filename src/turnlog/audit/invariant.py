@@ -1,0 +1,406 @@
+"""The exactly-once invariant, judged from what the topics hold -- pure, no Kafka.
+
+:mod:`turnlog.audit.scan` reads the five topics ``read_committed`` and hands each partition's
+facts here; :func:`judge` says whether the log is what the resume contract promises and, where
+it is not, every violation with the ids an operator needs to find it. The rules are those of
+``docs/guarantees.md``:
+
+- every answer below the worker group's committed offset has exactly one outcome: resumed (a
+  ``TokenConsumed`` and its ``TurnResumed``) or refused (one ``AnswerRejected``). The outcome
+  of an answer is written on the partition the answer was read from, so an answer is known by
+  its partition and its answer id; a retry of the same answer id adds no second outcome;
+- every ``TokenConsumed`` that says ``resumed`` has exactly one ``TurnResumed``, and the reverse;
+  no token is consumed twice, resumed twice, or both resumed and expired;
+- each expiry once: a ``PauseExpired`` with its ``TokenConsumed`` (``expired``), once;
+- nothing is resumed for a thread after it was forgotten.
+
+What the log can no longer show is not judged: ``resumed`` and ``rejections`` age out with their
+retention, so on a partition whose output topics have lost their first records the answers
+written before the oldest record left are counted as beyond retention; a thread without any
+pause left on the pauses topic was forgotten (its tombstones and compaction removed the facts
+the pairing needs), so its outputs are not paired. Both are counted in the report, never
+silently dropped.
+
+Two ``TurnResumed`` (or ``AnswerRejected``) records with the same ``event_id`` are one event
+delivered twice -- what a partly visible transaction, or a repair racing one, can leave -- and
+a reader that deduplicates on the event id sees it once. They are still reported (kind
+``*_twice`` with ``same_event`` in the ids), since the invariant is about the log.
+
+It is one module, a little over the usual length, because every rule reads the same grouped
+outputs of one partition: side by side, the rules read as the list above.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from turnlog.contracts.events import AnswerRejected, PauseExpired, TokenConsumed, TurnResumed
+
+
+class Kind(StrEnum):
+    """Every way the log can break the invariant, by the name the audit reports."""
+
+    #: an answer below the committed offset with neither a resume nor a refusal (skipped)
+    ANSWER_WITHOUT_OUTCOME = "answer_without_outcome"
+    #: an answer that both resumed its turn and was refused
+    ANSWER_RESUMED_AND_REFUSED = "answer_resumed_and_refused"
+    #: one answer refused more than once
+    REFUSED_TWICE = "refused_twice"
+    #: a token spent by an answer whose resumed turn is not on the log (a lost resume)
+    CONSUMED_WITHOUT_RESUME = "consumed_without_resume"
+    #: a resumed turn whose token's consumption is not on the log
+    RESUMED_WITHOUT_CONSUMPTION = "resumed_without_consumption"
+    #: more than one consumption of one token
+    TOKEN_CONSUMED_TWICE = "token_consumed_twice"
+    #: more than one resumed turn for one token
+    RESUMED_TWICE = "resumed_twice"
+    #: a token both resumed and expired
+    EXPIRED_AND_RESUMED = "expired_and_resumed"
+    #: more than one ``PauseExpired`` for one token
+    EXPIRED_TWICE = "expired_twice"
+    #: a ``PauseExpired`` without its consumption, or an expiry's consumption without the event
+    EXPIRY_INCOMPLETE = "expiry_incomplete"
+    #: a turn resumed for a thread after its pause was forgotten
+    RESUMED_AFTER_FORGET = "resumed_after_forget"
+    #: a record on an output topic that is not a turnlog event of that topic
+    OUTPUT_UNDECODABLE = "output_undecodable"
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a record is: its partition, offset and record timestamp (milliseconds)."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerSeen:
+    """One answers record, as far as the audit reads it. ``answer_id`` is the value's, or --
+    for a record that does not decode -- the ``topic:partition:offset`` id the worker's refusal
+    of it carries; ``token_id`` the token's unverified ``jti`` (None when unreadable)."""
+
+    place: Place
+    answer_id: str
+    thread_id: str | None = None
+    token_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    kind: Kind
+    partition: int
+    detail: str
+    ids: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind.value,
+            "partition": self.partition,
+            "detail": self.detail,
+            **dict(self.ids),
+        }
+
+    def line(self) -> str:
+        ids = " ".join(f"{k}={v}" for k, v in self.ids.items())
+        return f"{self.kind.value} partition {self.partition}: {self.detail}" + (
+            f" ({ids})" if ids else ""
+        )
+
+
+@dataclass
+class PartitionFacts:
+    """What partition ``partition`` of every topic holds, read ``read_committed``."""
+
+    partition: int
+    #: the worker group's committed offset on answers[p]; None: nothing committed yet
+    committed: int | None = None
+    answers: list[AnswerSeen] = field(default_factory=list)
+    consumed: list[tuple[Place, TokenConsumed]] = field(default_factory=list)
+    resumed: list[tuple[Place, TurnResumed]] = field(default_factory=list)
+    expired: list[tuple[Place, PauseExpired]] = field(default_factory=list)
+    rejected: list[tuple[Place, AnswerRejected]] = field(default_factory=list)
+    #: output records that did not decode as what their topic carries: (topic role, place, why)
+    undecodable: list[tuple[str, Place, str]] = field(default_factory=list)
+    #: (thread, checkpoint) -> the pause key's records in log order: (timestamp ms, tombstone)
+    pause_keys: dict[tuple[str, str], list[tuple[int, bool]]] = field(default_factory=dict)
+    #: the oldest record timestamp the retention-limited outputs can still vouch for
+    #: (None: nothing has aged out of resumed[p] or rejections[p])
+    horizon_ms: int | None = None
+
+
+@dataclass
+class Report:
+    """The verdict over every partition: counts, and each violation found."""
+
+    partitions: int = 0
+    answers_judged: int = 0
+    resumed: int = 0
+    refused: int = 0
+    expired: int = 0
+    #: answers at or above the committed offset: not handled yet, so not judged
+    not_yet_handled: int = 0
+    #: answers older than what the retention-limited outputs still hold
+    beyond_retention: int = 0
+    #: threads whose outputs were not paired because the thread was forgotten
+    forgotten_threads: int = 0
+    violations: list[Violation] = field(default_factory=list)
+
+    @property
+    def holds(self) -> bool:
+        return not self.violations
+
+    def by_kind(self) -> dict[str, int]:
+        counts = Counter(v.kind.value for v in self.violations)
+        return {k.value: counts.get(k.value, 0) for k in Kind}
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "holds": self.holds,
+            "partitions": self.partitions,
+            "answers_judged": self.answers_judged,
+            "resumed": self.resumed,
+            "refused": self.refused,
+            "expired": self.expired,
+            "not_yet_handled": self.not_yet_handled,
+            "beyond_retention": self.beyond_retention,
+            "forgotten_threads": self.forgotten_threads,
+            "violations": len(self.violations),
+            "violations_by_kind": self.by_kind(),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.summary(), "violation_list": [v.as_dict() for v in self.violations]}
+
+
+def judge(partitions: Iterable[PartitionFacts]) -> Report:
+    """The invariant's verdict on every partition given."""
+    report = Report()
+    for facts in partitions:
+        report.partitions += 1
+        _judge_partition(facts, report)
+    return report
+
+
+def _forgotten(facts: PartitionFacts) -> set[str]:
+    """Threads with a tombstone on pauses, or outputs but no pause left: forgotten."""
+    live: set[str] = set()
+    forgotten: set[str] = set()
+    for (thread, _), history in facts.pause_keys.items():
+        if any(tomb for _, tomb in history):
+            forgotten.add(thread)
+        if history and not history[-1][1]:
+            live.add(thread)
+    threads = {c.thread_id for _, c in facts.consumed}
+    threads |= {t.thread_id for _, t in facts.resumed}
+    threads |= {e.thread_id for _, e in facts.expired}
+    keyed = {t for t, _ in facts.pause_keys}
+    forgotten |= {t for t in threads if t not in live and t not in keyed}
+    return forgotten
+
+
+def _judge_partition(facts: PartitionFacts, report: Report) -> None:
+    p = facts.partition
+    found = report.violations
+    forgotten = _forgotten(facts)
+    report.forgotten_threads += len(forgotten)
+    horizon = facts.horizon_ms
+
+    for role, place, why in facts.undecodable:
+        found.append(
+            Violation(
+                Kind.OUTPUT_UNDECODABLE, p, f"a record on {role} is not a turnlog event: {why}",
+                {"topic": role, "offset": place.offset},
+            )
+        )  # fmt: skip
+
+    # -- the outputs, paired with each other --------------------------------------------------
+    consumed: dict[str, list[tuple[Place, TokenConsumed]]] = defaultdict(list)
+    for place, c in facts.consumed:
+        consumed[c.token_id].append((place, c))
+    resumed: dict[str, list[tuple[Place, TurnResumed]]] = defaultdict(list)
+    for place, t in facts.resumed:
+        resumed[t.token_id].append((place, t))
+    expired: dict[str, list[tuple[Place, PauseExpired]]] = defaultdict(list)
+    for place, e in facts.expired:
+        expired[e.token_id].append((place, e))
+
+    def aged(place: Place) -> bool:
+        return horizon is not None and place.timestamp_ms < horizon
+
+    for token, rows in consumed.items():
+        if len(rows) > 1:
+            found.append(
+                Violation(
+                    Kind.TOKEN_CONSUMED_TWICE, p, f"token consumed {len(rows)} times",
+                    {"token_id": token, "answer_ids": [c.answer_id for _, c in rows],
+                     "outcomes": [c.outcome for _, c in rows],
+                     "offsets": [pl.offset for pl, _ in rows]},
+                )
+            )  # fmt: skip
+        outcomes = {c.outcome for _, c in rows}
+        if "resumed" in outcomes and "expired" in outcomes:
+            found.append(
+                Violation(
+                    Kind.EXPIRED_AND_RESUMED, p, "token both resumed and expired",
+                    {"token_id": token},
+                )
+            )  # fmt: skip
+        thread = rows[0][1].thread_id
+        if thread in forgotten:
+            continue
+        for place, c in rows:
+            if c.outcome == "resumed":
+                report.resumed += 1
+                if token not in resumed and not aged(place):
+                    found.append(
+                        Violation(
+                            Kind.CONSUMED_WITHOUT_RESUME, p,
+                            "token spent by an answer whose resumed turn is not on the log",
+                            {"token_id": token, "answer_id": c.answer_id, "thread_id": thread,
+                             "checkpoint_id": c.checkpoint_id, "offset": place.offset},
+                        )
+                    )  # fmt: skip
+            elif c.outcome == "expired":
+                report.expired += 1
+                if token not in expired and not aged(place):
+                    found.append(
+                        Violation(
+                            Kind.EXPIRY_INCOMPLETE, p,
+                            "token consumed as expired without its PauseExpired",
+                            {"token_id": token, "thread_id": thread, "offset": place.offset},
+                        )
+                    )  # fmt: skip
+
+    for token, turns in resumed.items():
+        if len(turns) > 1:
+            ids = [t.event_id for _, t in turns]
+            found.append(
+                Violation(
+                    Kind.RESUMED_TWICE, p, f"{len(turns)} resumed turns for one token",
+                    {"token_id": token, "answer_ids": [t.answer_id for _, t in turns],
+                     "offsets": [pl.offset for pl, _ in turns],
+                     "same_event": len(set(ids)) == 1},
+                )
+            )  # fmt: skip
+        place, turn = turns[0]
+        if turn.thread_id in forgotten:
+            _forgotten_resume(facts, turns, found)
+            continue
+        spent = [c for _, c in consumed.get(token, []) if c.outcome == "resumed"]
+        if not spent:
+            found.append(
+                Violation(
+                    Kind.RESUMED_WITHOUT_CONSUMPTION, p,
+                    "a resumed turn whose token's consumption is not on the log",
+                    {"token_id": token, "answer_id": turn.answer_id, "thread_id": turn.thread_id,
+                     "offset": place.offset},
+                )
+            )  # fmt: skip
+        elif {c.answer_id for c in spent} != {t.answer_id for _, t in turns}:
+            found.append(
+                Violation(
+                    Kind.RESUMED_WITHOUT_CONSUMPTION, p,
+                    "the resumed turn names another answer than the token's consumption",
+                    {"token_id": token, "resumed_answer_id": turn.answer_id,
+                     "consumed_answer_id": spent[0].answer_id},
+                )
+            )  # fmt: skip
+
+    for token, events in expired.items():
+        if len(events) > 1:
+            found.append(
+                Violation(
+                    Kind.EXPIRED_TWICE, p, f"{len(events)} PauseExpired for one token",
+                    {"token_id": token, "offsets": [pl.offset for pl, _ in events]},
+                )
+            )  # fmt: skip
+        if events[0][1].thread_id in forgotten:
+            continue
+        if not any(c.outcome == "expired" for _, c in consumed.get(token, [])):
+            found.append(
+                Violation(
+                    Kind.EXPIRY_INCOMPLETE, p,
+                    "a PauseExpired without its token's consumption",
+                    {"token_id": token, "offset": events[0][0].offset},
+                )
+            )  # fmt: skip
+
+    # -- the answers, each with its one outcome -----------------------------------------------
+    refusals: dict[str, list[tuple[Place, AnswerRejected]]] = defaultdict(list)
+    for place, r in facts.rejected:
+        refusals[r.answer_id].append((place, r))
+    resumed_answers = {c.answer_id for _, c in facts.consumed if c.outcome == "resumed"}
+    resumed_answers |= {t.answer_id for _, t in facts.resumed}
+
+    judged: set[str] = set()
+    for answer in facts.answers:
+        if facts.committed is None or answer.place.offset >= facts.committed:
+            report.not_yet_handled += 1
+            continue
+        if answer.answer_id in judged:
+            continue  # a retry of an answer already judged: no outcome of its own
+        judged.add(answer.answer_id)
+        report.answers_judged += 1
+        was_resumed = answer.answer_id in resumed_answers
+        was_refused = answer.answer_id in refusals
+        if was_refused:
+            report.refused += 1
+        if was_resumed or was_refused:
+            if was_resumed and was_refused:
+                found.append(
+                    Violation(
+                        Kind.ANSWER_RESUMED_AND_REFUSED, p, "an answer both resumed and refused",
+                        {"answer_id": answer.answer_id, "token_id": answer.token_id,
+                         "reasons": [r.reason for _, r in refusals[answer.answer_id]]},
+                    )
+                )  # fmt: skip
+            continue
+        if aged(answer.place):
+            report.beyond_retention += 1
+            continue
+        if answer.thread_id is not None and answer.thread_id in forgotten:
+            continue
+        found.append(
+            Violation(
+                Kind.ANSWER_WITHOUT_OUTCOME, p,
+                "an answer below the committed offset with neither a resume nor a refusal",
+                {"answer_id": answer.answer_id, "token_id": answer.token_id,
+                 "thread_id": answer.thread_id, "offset": answer.place.offset},
+            )
+        )  # fmt: skip
+
+    for answer_id, refused in refusals.items():
+        if len(refused) > 1:
+            found.append(
+                Violation(
+                    Kind.REFUSED_TWICE, p, f"one answer refused {len(refused)} times",
+                    {"answer_id": answer_id, "reasons": [r.reason for _, r in refused],
+                     "offsets": [pl.offset for pl, _ in refused],
+                     "same_event": len({r.event_id for _, r in refused}) == 1},
+                )
+            )  # fmt: skip
+
+
+def _forgotten_resume(
+    facts: PartitionFacts, turns: Sequence[tuple[Place, TurnResumed]], found: list[Violation]
+) -> None:
+    """A resume of a forgotten thread is a violation when the pause it resumed had been
+    tombstoned before the resume was written (record timestamps, one broker's clock)."""
+    for place, turn in turns:
+        history = facts.pause_keys.get((turn.thread_id, turn.checkpoint_id), [])
+        before = [tomb for stamp, tomb in history if stamp <= place.timestamp_ms]
+        if before and before[-1]:
+            found.append(
+                Violation(
+                    Kind.RESUMED_AFTER_FORGET, facts.partition,
+                    "a turn resumed after its thread was forgotten",
+                    {"thread_id": turn.thread_id, "checkpoint_id": turn.checkpoint_id,
+                     "token_id": turn.token_id, "offset": place.offset},
+                )
+            )  # fmt: skip
