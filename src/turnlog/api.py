@@ -12,9 +12,15 @@ the keys directory, and hands out the five things a program does with paused tur
             async for turn in turns: ...
     # and somewhere, in one or more processes: await Turnlog(settings).run_worker()
 
-Every part is lazy: a process that only answers never starts a pause producer, and one that only
-pauses never opens the worker's store. ``checkpoints`` is the checkpoint service (seed 001) on a
-real driver -- the pause producer and a local store projected from the pauses topic.
+Every part is lazy: a process that only answers never starts a pause producer, and pausing,
+answering, outcomes and resumed turns open no local store (they are records on Kafka), so any
+number of processes with one ``TURNLOG_STATE_DIR`` do them side by side. ``checkpoints`` is the
+checkpoint service (seed 001) on a real driver -- the pause producer and a local store projected
+from the pauses topic, opened by its first read.
+
+It is one module, a little over the usual length, because it is the one object a program holds:
+each verb is a few lines over the room that does it, and what a worker task's failure does to
+the object's next call has to live with the object.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from turnlog.clock import utc_now
@@ -35,14 +43,16 @@ from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import PauseRecorded
 from turnlog.contracts.interactions import InteractionRegistry, default_interactions
 from turnlog.contracts.resume import check_response
-from turnlog.kafka.topics import TopicSet
+from turnlog.kafka.topics import TopicSet, warn_if_lone_replicas
 from turnlog.producers.answers import AnswerPublisher, PublishedAnswer
 from turnlog.producers.pauses import PauseRecorder
 from turnlog.projections.driver import KafkaCheckpointDriver
-from turnlog.projections.service import CheckpointService
+from turnlog.projections.service import CheckpointService, LazyStoreDriver, TopicsOnly
 from turnlog.projections.store import Store
 from turnlog.settings import Settings
 from turnlog.tokens import Keyring, TokenIssuer, TokenVerifier
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,12 +129,13 @@ class Turnlog:
             leeway=timedelta(seconds=s.token_leeway_seconds),
         )
         self._read_timeout = read_timeout
-        self._driver: KafkaCheckpointDriver | None = None
+        self._driver: LazyStoreDriver | None = None
         self._checkpoints: CheckpointService | None = None
         self._recorder: PauseRecorder | None = None
         self._publisher: AnswerPublisher | None = None
         self._answered: dict[str, str] = {}
         self._workers: dict[ResumeWorker, asyncio.Task[None]] = {}
+        self._worker_failure: BaseException | None = None
         self._iterators: list[ResumedTurns] = []
 
     @classmethod
@@ -135,7 +146,9 @@ class Turnlog:
     async def __aenter__(self) -> Turnlog:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is not None:
+            self._worker_failure = None  # the block's own error wins; the worker's was logged
         await self.close()
 
     # -- the agent side ---------------------------------------------------------------------------
@@ -152,6 +165,8 @@ class Turnlog:
 
         :meth:`pause` records each write it makes here, so the safe boundaries of this process's
         pauses are known without a call.
+        Readiness starts the producer only; the first read opens ``state_dir/checkpoints``, or
+        the first free ``checkpoints-N`` beside it while other processes read through that one.
         """
         if self._checkpoints is None:
             issuer = TokenIssuer(
@@ -161,12 +176,13 @@ class Turnlog:
                 self.settings, issuer, topics=self.topics, interactions=self.interactions
             )
             self._recorder = recorder
-            self._driver = KafkaCheckpointDriver(
+            reads = partial(
+                KafkaCheckpointDriver,
                 self.settings,
-                recorder,
-                self.settings.state_dir / "checkpoints",
+                TopicsOnly(self.topics),
                 read_timeout=self._read_timeout,
             )
+            self._driver = LazyStoreDriver(recorder, reads, self.settings.state_dir / "checkpoints")
             self._checkpoints = CheckpointService(self._driver)
         return self._checkpoints
 
@@ -189,7 +205,9 @@ class Turnlog:
 
             paused = await tl.pause(checkpoint, request={"questions": [...]})
             send_to_the_person(paused.token, paused.axes)
+        No local store is opened: processes sharing one state directory all pause.
         """
+        self._raise_worker_failure()
         service = self.checkpoints
         await service.ensure_ready()
         driver, recorder = self._driver, self._recorder
@@ -238,6 +256,7 @@ class Turnlog:
         Reusing ``answer_id`` on a retry makes the retry the same fact (consumed at most once).
         ``traceparent`` is the pause's (``paused.traceparent``): the answer joins its trace.
         """
+        self._raise_worker_failure()
         if self._publisher is None:
             self._publisher = AnswerPublisher(self.settings, self.verifier, topics=self.topics)
         candidate = self._publisher.build(
@@ -272,6 +291,7 @@ class Turnlog:
             if not result.accepted:
                 print(result.reason, result.detail)
         """
+        self._raise_worker_failure()
         thread = thread_id or self._answered.get(answer_id)
         return await read_outcome(
             self.settings, self.topics, answer_id, thread_id=thread, timeout=timeout
@@ -295,6 +315,7 @@ class Turnlog:
 
         ``include_expired`` also yields ``PauseExpired`` (a pause that closed unanswered).
         """
+        self._raise_worker_failure()
         turns = ResumedTurns(
             self.settings,
             group_id=group_id or f"{self.settings.application_id}.agents",
@@ -312,12 +333,27 @@ class Turnlog:
 
             worker = asyncio.create_task(tl.run_worker())
 
-        Several workers, in this process or others, share the answers' partitions.
+        Several workers, in this process or others, share the answers' partitions; each holds
+        its store read-write, so needs a state directory of its own (else a ``StoreError``
+        naming the owner). A worker stopped by an error (its store held, the broker away past
+        its budget) logs one ERROR line and raises it; run as a task of its own, which nothing
+        awaits, its error is raised once more by this object's next call -- ``pause``,
+        ``answer``, ``outcome``, ``resumed``, ``run_worker`` -- or else by :meth:`close`, so
+        that it never dies unseen while answers wait for it.
         """
+        self._raise_worker_failure()
         path = self.settings.state_dir / "worker"
         if any(not task.done() for task in self._workers.values()):
             raise RuntimeError(f"a worker of this Turnlog already uses {path}")
-        store = Store.open(path)
+        detached = _is_own_task()
+        try:
+            # First contact (a never-reached address fails in connect_timeout_seconds, before
+            # any client exists) and one WARNING line when a restart can lose a resume.
+            await warn_if_lone_replicas(self.settings, self.topics)
+            store = Store.open(path)
+        except Exception as exc:
+            self._worker_failed(exc, detached)
+            raise
         worker = ResumeWorker(
             self.settings,
             store=store,
@@ -337,14 +373,28 @@ class Turnlog:
             worker.request_stop()
             await task
             raise
+        except Exception as exc:
+            self._worker_failed(exc, detached)
+            raise
         finally:
             if watch is not None:
                 watch.cancel()
             self._workers.pop(worker, None)
             store.close()
 
+    def _worker_failed(self, exc: BaseException, detached: bool) -> None:
+        log.error("the resume worker of this Turnlog stopped: %s: %s", type(exc).__name__, exc)
+        if detached:
+            self._worker_failure = exc
+
+    def _raise_worker_failure(self) -> None:
+        failure, self._worker_failure = self._worker_failure, None
+        if failure is not None:
+            raise failure
+
     async def close(self) -> None:
-        """Stop the workers, the resumed iterators and every client. Idempotent."""
+        """Stop the workers, the resumed iterators and every client; then raise a worker
+        task's error that nothing raised yet (:meth:`run_worker`). Idempotent."""
         for worker, task in list(self._workers.items()):
             worker.request_stop()
             with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -357,6 +407,15 @@ class Turnlog:
         if self._checkpoints is not None:
             await self._checkpoints.close()
             self._checkpoints, self._driver, self._recorder = None, None, None
+        self._raise_worker_failure()
+
+
+def _is_own_task() -> bool:
+    """Whether the running task was made for this ``run_worker`` call (``create_task``): then
+    no caller awaits it inline, and its error needs another way out."""
+    task = asyncio.current_task()
+    coro = task.get_coro() if task is not None else None
+    return getattr(coro, "cr_code", None) is Turnlog.run_worker.__code__
 
 
 __all__ = ["AnswerOutcome", "Paused", "Turnlog"]

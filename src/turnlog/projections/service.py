@@ -10,16 +10,26 @@ Three rules, each with the failure it prevents:
   idempotent -- a service that refuses to close because it could not write leaks its clients.
 
 A deployment with no durable driver is supported: every verb is then a no-op.
+
+:class:`LazyStoreDriver` is the driver as processes sharing one state directory need it:
+readiness is the pause writer's alone, and a local store is opened by the first read only.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from turnlog.contracts.checkpoint import TurnCheckpoint
+from turnlog.errors import StoreError
+from turnlog.projections.store import StoreLocked
+
+if TYPE_CHECKING:
+    from turnlog.kafka.topics import TopicSet
 
 
 class CheckpointDriver(Protocol):
@@ -34,6 +44,135 @@ class CheckpointDriver(Protocol):
     async def latest(self, thread_id: str) -> TurnCheckpoint | None: ...
 
     async def list_checkpoints(self, thread_id: str) -> list[TurnCheckpoint]: ...
+
+
+class Writer(Protocol):
+    """The pause writer's lifecycle (``PauseRecorder``): what readiness starts."""
+
+    async def ensure_ready(self) -> None: ...
+
+    async def flush(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+class StoreDriver(CheckpointDriver, Protocol):
+    """A driver reading one store directory (``KafkaCheckpointDriver``), told this process's
+    writes so it reads them back."""
+
+    def wrote(self, thread_id: str, partition: int, offset: int) -> None: ...
+
+
+class TopicsOnly:
+    """The pause writer given to a :class:`LazyStoreDriver`'s store driver: the topics to
+    follow and nothing to start or stop -- the real writer is readied and closed once, by the
+    lazy driver, however many store drivers it tries."""
+
+    def __init__(self, topics: TopicSet) -> None:
+        self.topics = topics
+
+    async def ensure_ready(self) -> None:
+        return None
+
+    async def flush(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+class LazyStoreDriver:
+    """A checkpoint driver whose store is opened by the first read, in the first of ``first``,
+    ``first-2``, ... ``first-<stores>`` that no other process holds.
+
+    Readiness starts the writer only: a pause is a record on Kafka, and a process that pauses
+    must not hold a local store, or a second process on the same state directory could not
+    pause (issue 28). The reads do need a store that follows the pauses topic, and a RocksDB
+    secondary of another process's store would be only as fresh as that process's own last
+    read; so each reading process projects into a store of its own -- the first directory when
+    it is free, else the next -- and leaves it for the next process to continue from.
+    """
+
+    def __init__(
+        self,
+        writer: Writer,
+        store_driver: Callable[[Path], StoreDriver],
+        first: Path,
+        *,
+        stores: int = 64,
+    ) -> None:
+        self._writer = writer
+        self._store_driver = store_driver
+        numbered = (first.with_name(f"{first.name}-{n}") for n in range(2, stores + 1))
+        self._directories = (first, *numbered)
+        self._reading: StoreDriver | None = None
+        self._at: Path | None = None
+        self._written: dict[str, tuple[int, int]] = {}
+        self._lock = asyncio.Lock()
+
+    @property
+    def store_dir(self) -> Path | None:
+        """The directory the reads use, once a read opened one."""
+        return self._at
+
+    async def ensure_ready(self) -> None:
+        await self._writer.ensure_ready()
+
+    async def flush(self) -> None:
+        await self._writer.flush()
+
+    async def close(self) -> None:
+        async with self._lock:
+            reading, self._reading, self._at = self._reading, None, None
+            try:
+                if reading is not None:
+                    await reading.close()
+            finally:
+                await self._writer.close()
+
+    def wrote(self, thread_id: str, partition: int, offset: int) -> None:
+        """Remember where this process wrote a thread's latest pause: a store opened later
+        still reads it back (read-your-writes)."""
+        self._written[thread_id] = (partition, offset)
+        if self._reading is not None:
+            self._reading.wrote(thread_id, partition, offset)
+
+    async def latest(self, thread_id: str) -> TurnCheckpoint | None:
+        return await (await self._reader()).latest(thread_id)
+
+    async def list_checkpoints(self, thread_id: str) -> list[TurnCheckpoint]:
+        return await (await self._reader()).list_checkpoints(thread_id)
+
+    async def _reader(self) -> StoreDriver:
+        async with self._lock:
+            if self._reading is None:
+                reading = await self._open_first_free()
+                for thread_id, (partition, offset) in self._written.items():
+                    reading.wrote(thread_id, partition, offset)
+                self._reading = reading
+            return self._reading
+
+    async def _open_first_free(self) -> StoreDriver:
+        owners: list[str] = []
+        for directory in self._directories:
+            driver = self._store_driver(directory)
+            try:
+                await driver.ensure_ready()
+            except StoreLocked as locked:
+                await driver.close()
+                owners.append(locked.owner or "a process that recorded no owner")
+                continue
+            except BaseException:
+                await driver.close()  # a failed start (the broker) is retried by the next read
+                raise
+            self._at = directory
+            return driver
+        raise StoreError(
+            f"every checkpoint store from {self._directories[0]} on is open read-write "
+            f"({len(owners)}: "
+            f"{'; '.join(owners[:3])}{'; ...' if len(owners) > 3 else ''}); close a process "
+            "that reads checkpoints, or give it another state directory"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,17 +10,27 @@ fixed layout of :mod:`turnlog.projections.layout`. Nothing is pickled.
 The indexes are a function of the content (the pauses and the ledger), never of the order it
 arrived in, so a live store and one rebuilt from the compacted topics have the same digest.
 
-It is one module, a little over the usual length, because every open mode, read and write goes
-through the one RocksDB handle it owns; the index rules live in :mod:`~turnlog.projections.batch`
-and the key layout in :mod:`~turnlog.projections.layout`.
+A read-write open records its owner (pid, host, program, since when) in :data:`OWNER_FILE`
+inside the store directory, and removes it on close: RocksDB's LOCK says only *that* a writer
+holds the store, and with several processes on one state directory a refusal must say *which*.
+
+It is one module, over the usual length, because every open mode, read and write goes through
+the one RocksDB handle it owns, and the owner record lives and dies with the read-write open; the
+index rules live in :mod:`~turnlog.projections.batch` and the key layout in
+:mod:`~turnlog.projections.layout`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import os
+import re
+import socket
 import struct
+import sys
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -28,16 +38,39 @@ from typing import Any, Literal, NamedTuple
 
 import rocksdict
 
+from turnlog.clock import utc_now
 from turnlog.contracts.ledger import LedgerEntry, Outcome
 from turnlog.errors import StoreError
 from turnlog.projections import layout
 from turnlog.projections.batch import Batch
 from turnlog.wire.skim import StoredPause
 
-__all__ = ["Batch", "OpenPause", "PauseInfo", "Store"]
+__all__ = ["OWNER_FILE", "Batch", "OpenPause", "PauseInfo", "Store", "StoreLocked"]
 
 Mode = Literal["read-write", "read-only", "secondary"]
 _PAGE = 256
+
+#: The owner record a read-write open leaves beside RocksDB's own files (RocksDB ignores names
+#: it did not write).
+OWNER_FILE = "turnlog-owner.json"
+
+
+class StoreLocked(StoreError):
+    """The store is open read-write elsewhere: RocksDB allows one writer per store.
+
+    ``owner`` describes the holder as its owner record names it (``pid 4242 on web-1 since
+    ...``), or is ``None`` when no live turnlog writer recorded itself.
+    """
+
+    def __init__(self, path: Path, owner: str | None) -> None:
+        holder = owner or "another process (it recorded no owner)"
+        super().__init__(
+            f"the store at {path} is already open read-write by {holder}; one writer per store "
+            "(RocksDB LOCK): another writer needs a state directory of its own, a reader "
+            "Store.open_secondary"
+        )
+        self.path = path
+        self.owner = owner
 
 
 class PauseInfo(NamedTuple):
@@ -78,6 +111,8 @@ class Store:
         self._write_options = rocksdict.WriteOptions()
         # A property at run time; rocksdict's stub declares it a method.
         self._write_options.disable_wal = bulk  # type: ignore[method-assign, assignment]
+        #: This open's mark in the owner record (read-write only): close removes only its own.
+        self._claim: str | None = None
 
     # -- opening and closing ------------------------------------------------------------------
 
@@ -127,14 +162,12 @@ class Store:
             db = rocksdict.Rdict(str(path), options, column_families=families, **extra)
         except Exception as exc:
             if "LOCK" in str(exc):  # RocksDB names the lock file, e.g. "<path>/LOCK: ..."
-                raise StoreError(
-                    f"the store at {path} is already open read-write by another process or "
-                    "instance (RocksDB LOCK held; one writer per store); read it with "
-                    "Store.open_secondary instead"
-                ) from exc
+                raise StoreLocked(path, _owner_of(path)) from exc
             raise StoreError(f"could not open the store at {path} {mode}: {exc}") from exc
         store = cls(db, path, mode, bulk=bulk)
         try:
+            if mode == "read-write":
+                store._claim = _record_owner(path)
             store._check_layout()
         except BaseException:
             store.close()
@@ -158,6 +191,9 @@ class Store:
         """
         if self._db is None:
             return
+        if self._claim is not None:  # while the LOCK is still ours: no later owner's record
+            _forget_owner(self.path, self._claim)
+            self._claim = None
         db, self._db = self._db, None
         families, self._cf, self._handles = self._cf, {}, {}
         for family in families.values():
@@ -172,11 +208,22 @@ class Store:
     @staticmethod
     def destroy(path: str | os.PathLike[str]) -> None:
         """Delete the store at ``path``; refused while a process has it open read-write."""
-        if not Path(path).exists():
+        where = Path(path)
+        if not where.exists():
             return
         try:
-            rocksdict.Rdict.destroy(str(path), rocksdict.Options(raw_mode=True))
+            rocksdict.Rdict.destroy(str(where), rocksdict.Options(raw_mode=True))
         except Exception as exc:
+            raise StoreError(f"could not delete the store at {path}: {exc}") from exc
+        # RocksDB deletes only its own files: a record a crashed owner left would keep the
+        # directory (and a rebuild would find it there).
+        for record in where.glob(f"{OWNER_FILE}*"):
+            record.unlink(missing_ok=True)
+        try:
+            where.rmdir()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
             raise StoreError(f"could not delete the store at {path}: {exc}") from exc
 
     def __enter__(self) -> Store:
@@ -424,6 +471,78 @@ class Store:
 
 
 _LENGTH = struct.Struct(">I")
+_VERB = re.compile(r"[a-z][a-z-]*")
+#: The claims of the stores this process has open read-write: a record with this pid and
+#: another claim was left by an earlier process that had the same pid (pid 1 in a container).
+_MINE: set[str] = set()
+
+
+def _program() -> str:
+    """This process as a person would name it -- ``turnlog worker``, ``gunicorn`` -- from its
+    program and first plain word; never its other arguments, which can hold tokens."""
+    argv = sys.argv or [""]
+    first = Path(argv[0])
+    name = first.parent.name if first.name == "__main__.py" else first.stem
+    verb = next((word for word in argv[1:] if _VERB.fullmatch(word)), None)
+    return " ".join(part for part in (name or "python", verb) if part)
+
+
+def _record_owner(path: Path) -> str:
+    """Write this open's owner record (whole or not at all: written aside, then renamed)."""
+    claim = uuid.uuid4().hex
+    since = utc_now().replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    record = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "program": _program(),
+        "since": since,
+        "claim": claim,
+    }
+    aside = path / f"{OWNER_FILE}.{claim}"
+    try:
+        aside.write_text(json.dumps(record))
+        os.replace(aside, path / OWNER_FILE)
+    except OSError as exc:
+        aside.unlink(missing_ok=True)
+        raise StoreError(f"could not record the owner of the store at {path}: {exc}") from exc
+    _MINE.add(claim)
+    return claim
+
+
+def _read_owner(path: Path) -> dict[str, Any] | None:
+    try:
+        record = json.loads((path / OWNER_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _forget_owner(path: Path, claim: str) -> None:
+    _MINE.discard(claim)
+    record = _read_owner(path)
+    if record is not None and record.get("claim") == claim:
+        (path / OWNER_FILE).unlink(missing_ok=True)
+
+
+def _owner_of(path: Path) -> str | None:
+    """Who the owner record names, when it can be the LOCK's holder: a record naming a
+    process of this host that is gone was left by a crash, and is not believed."""
+    record = _read_owner(path)
+    if record is None or not isinstance(record.get("pid"), int):
+        return None
+    pid, host = record["pid"], str(record.get("host", "?"))
+    if host == socket.gethostname():
+        if pid == os.getpid():
+            mine = record.get("claim") in _MINE
+            return f"this process (pid {pid}), through another Store" if mine else None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass  # alive, someone else's
+    program = record.get("program") or "?"
+    return f"pid {pid} on {host} since {record.get('since', '?')} ({program})"
 
 
 def _frame(data: bytes) -> bytes:
