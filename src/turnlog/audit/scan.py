@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from turnlog.audit.invariant import AnswerSeen, Kind, PartitionFacts, Place, Report, judge
+from turnlog.consumers.repair import REPAIR_HEADER
 from turnlog.consumers.screening import ID_CHARS, clip
 from turnlog.contracts.events import (
     AnswerRejected,
@@ -40,6 +42,25 @@ from turnlog.kafka.topics import TopicSet
 from turnlog.settings import Settings
 from turnlog.tokens import peek_claims
 from turnlog.wire.codec import decode
+
+#: What a repair request can mend: the lost half of an outcome, or an outcome lost whole.
+#: A record on the log twice cannot be taken back; its copies share an event id instead.
+HEALABLE = frozenset(
+    {Kind.CONSUMED_WITHOUT_RESUME, Kind.RESUMED_WITHOUT_CONSUMPTION, Kind.ANSWER_WITHOUT_OUTCOME}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RepairRequest:
+    """An answer published again, tagged, so that its partition's owner mends its outcome."""
+
+    kind: Kind
+    partition: int
+    answer_id: str
+    #: where the answer was, and where its repair request went
+    offset: int
+    request_offset: int
+
 
 #: Kinds a verdict re-checks after the settle time: what a commit still writing its markers
 #: shows for a moment. A duplicate never goes away by waiting, so it is not re-checked.
@@ -102,6 +123,45 @@ class Auditor:
             await self._read_to_end(consumer, loop.time() + self.timeout)
             report = judge(self._facts[p] for p in sorted(self._facts))
         return report
+
+    async def heal(self, report: Report) -> list[RepairRequest]:
+        """Ask the owners to mend every healable violation of ``report`` (:data:`HEALABLE`):
+        each answer concerned is published again, same key, value and timestamp, on its own
+        partition, with the repair header. The owner decides what to write from its own ledger
+        and the log (:mod:`turnlog.consumers.repair`); a request for something already whole
+        writes nothing, so asking twice is harmless."""
+        wanted: dict[tuple[int, str], Kind] = {}
+        for v in report.violations:
+            answer_id = v.ids.get("answer_id")
+            if v.kind in HEALABLE and isinstance(answer_id, str):
+                wanted.setdefault((v.partition, answer_id), v.kind)
+        found: dict[tuple[int, str], int] = {}
+        for (p, answer_id), _ in wanted.items():
+            for seen in self._facts[p].answers:
+                if seen.answer_id == answer_id:
+                    found[(p, answer_id)] = seen.place.offset
+                    break
+        if not found:
+            return []
+        consumer = await self._started()
+        producer = clients.producer(
+            self.settings.connection, client_id="turnlog-audit-heal", acks="all"
+        )
+        await producer.start()
+        requests = []
+        try:
+            for (p, answer_id), offset in sorted(found.items()):
+                record = await _record_at(consumer, TopicPartition(self.topics.answers, p), offset)
+                headers = [*(record.headers or ()), (REPAIR_HEADER, b"audit")]
+                meta = await producer.send_and_wait(
+                    self.topics.answers, record.value, key=record.key, partition=p,
+                    timestamp_ms=record.timestamp, headers=headers,
+                )  # fmt: skip
+                kind = wanted[(p, answer_id)]
+                requests.append(RepairRequest(kind, p, answer_id, offset, int(meta.offset)))
+        finally:
+            await producer.stop()
+        return requests
 
     # -- reading -------------------------------------------------------------------------
 
@@ -218,6 +278,23 @@ class Auditor:
             facts.rejected.append((place, event))
         else:
             facts.undecodable.append((role, place, f"a {type(event).__name__} has no place here"))
+
+
+async def _record_at(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int) -> Any:
+    """The record at ``offset`` of ``tp``, read again; the consumer goes back to where it was."""
+    back = await consumer.position(tp)
+    consumer.seek(tp, offset)
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 30.0
+        while loop.time() < deadline:
+            batch = await consumer.getmany(tp, timeout_ms=500, max_records=1)
+            for record in batch.get(tp, []):
+                if record.offset == offset:
+                    return record
+        raise BrokerUnavailable(f"could not read {tp.topic}[{tp.partition}]@{offset} again")
+    finally:
+        consumer.seek(tp, back)
 
 
 def _answer(topic: str, record: Any, place: Place) -> AnswerSeen:

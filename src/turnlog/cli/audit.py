@@ -29,7 +29,7 @@ from turnlog.cli.app import (
 from turnlog.cli.observe import MetricsPortOpt, serving
 
 if TYPE_CHECKING:
-    from turnlog.audit import Report
+    from turnlog.audit import Auditor, Report
 
 EXIT_VIOLATED = 1
 
@@ -63,6 +63,19 @@ async def audit(
             "TURNLOG_APPLICATION_ID's)."
         ),
     ] = None,
+    heal: Annotated[
+        bool,
+        typer.Option(
+            "--heal",
+            help="Ask each partition's owner to write what a lost transaction marker took (a "
+            "resumed turn, a consumption, a skipped answer's outcome), wait for the workers, "
+            "and judge again.",
+        ),
+    ] = False,
+    heal_timeout: Annotated[
+        float,
+        typer.Option("--heal-timeout", metavar="SECONDS", help="How long --heal waits."),
+    ] = 120.0,
     metrics_port: MetricsPortOpt = None,
     broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
@@ -93,6 +106,8 @@ async def audit(
             last: tuple[int, ...] | None = None
             while True:
                 report = await auditor.audit()
+                if heal and not report.holds:
+                    report = await _healed(auditor, report, heal_timeout, as_json)
                 for kind, n in report.by_kind().items():
                     metrics.violations.labels(kind).set(n)
                 metrics.answers.set(report.answers_judged)
@@ -112,6 +127,39 @@ async def audit(
                     continue
     if not report.holds:
         raise typer.Exit(EXIT_VIOLATED)
+
+
+async def _healed(auditor: Auditor, report: Report, timeout: float, quiet: bool) -> Report:
+    """Ask for the repairs, wait until the workers have read every request, judge again."""
+    from turnlog.kafka.groups import group_status
+
+    requests = await auditor.heal(report)
+    if not requests:
+        return report
+    if not quiet:
+        out.print(f"asked the owners for {len(requests)} repair(s)", highlight=False)
+    due: dict[int, int] = {}
+    for r in requests:
+        due[r.partition] = max(due.get(r.partition, 0), r.request_offset + 1)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    settings, topic = auditor.settings, auditor.topics.answers
+    while True:
+        group = await group_status(settings.connection, auditor.group_id, topic)
+        committed = {p.partition: p.committed or 0 for p in group.partitions}
+        if all(committed.get(p, 0) >= end for p, end in due.items()):
+            break
+        if loop.time() > deadline:
+            from turnlog.cli.app import EXIT_FAILURE, fail
+
+            waiting = sorted(p for p, end in due.items() if committed.get(p, 0) < end)
+            raise fail(
+                f"the repairs were asked for, but no worker handled them on partitions "
+                f"{waiting} within {timeout:.0f}s: is a worker running?",
+                EXIT_FAILURE,
+            )
+        await asyncio.sleep(0.2)  # polling the group's offsets until the deadline
+    return await auditor.audit()
 
 
 def _show(report: Report, as_json: bool) -> None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from turnlog.consumers import screening
 from turnlog.consumers.acceptance import Output, Verified, accept
@@ -37,6 +37,7 @@ from turnlog.consumers.screening import (
     DETAIL_CHARS,
     ID_CHARS,
     clip,
+    derived_event_id,
     event_meta,
     jti_of,
     key_thread,
@@ -70,6 +71,8 @@ class Handled:
     outputs: list[Output] = field(default_factory=list)
     resumed: bool = False
     duplicate: bool = False
+    #: a repair request that wrote the missing half of an outcome
+    repaired: bool = False
     refusal: Refusal | None = None
     #: For the worker's log line once committed (clipped; never the token).
     thread_id: str | None = None
@@ -120,6 +123,11 @@ class _Prefetched:
     def clear(self) -> None:
         self.ledgers.clear()
         self.pauses.clear()
+
+
+def resumed_event_id(token_id: str | None, answer: AnswerSubmitted) -> str:
+    """The ``event_id`` of the turn ``answer`` resumes: the same for every copy of it."""
+    return derived_event_id("resumed", token_id or "", clip(answer.answer_id, ID_CHARS))
 
 
 class AnswerHandler:
@@ -269,6 +277,83 @@ class AnswerHandler:
         except Exception as exc:  # noqa: BLE001 - one record must never stop the worker
             return self._unprocessable(record, exc, now)
 
+    # -- repairs ------------------------------------------------------------------------------
+
+    async def repair(
+        self,
+        record: Record,
+        resumed_on_log: frozenset[tuple[str, str]],
+        pending: dict[str, LedgerEntry],
+        now: datetime,
+    ) -> Handled:
+        """What a repair request (:mod:`turnlog.consumers.repair`) must write: the half of this
+        answer's outcome that is missing, judged from the worker's own ledger and the resumed
+        partition (``resumed_on_log``), never from the request.
+
+        - spent by this answer and resumed: nothing (already whole);
+        - spent by this answer, no resumed turn: the resumed turn, with the id it should have
+          had (its token was checked when it was spent: it is rebuilt as of the answer's time);
+        - resumed, not spent: the consumption, so the token can never resume again;
+        - neither: an answer never handled -- handled now, as any answer read now would be.
+        """
+        if record.value is None:
+            return Handled()
+        try:
+            parsed = self._parse(record, record.value, now)
+        except Exception as exc:  # noqa: BLE001 - one record must never stop the worker
+            return self._unprocessable(record, exc, now)
+        if isinstance(parsed, Handled):
+            return parsed  # not a routed answer: refused as any such record is
+        answer, token_id = parsed.answer, parsed.token_id
+        answer_id = clip(answer.answer_id, ID_CHARS)
+        ledger = None
+        if token_id is not None:
+            ledger = pending.get(token_id) or self.view.ledger(token_id)
+        spent = is_replay(answer, ledger)
+        shown = token_id is not None and (token_id, answer_id) in resumed_on_log
+        if not spent and not shown:
+            return await self.handle(record, pending, now)
+        whole = Handled(duplicate=True, thread_id=clip(answer.thread_id, ID_CHARS))
+        if spent and shown:
+            return whole
+        stamp = getattr(record, "timestamp", 0)
+        at = (
+            datetime.fromtimestamp(stamp / 1000, UTC)
+            if isinstance(stamp, int) and stamp > 0
+            else now
+        )
+        token = parsed.parsed
+        verified = token if isinstance(token, Refused) else self._verify(token, at)
+        checked = _Checked(answer, token_id, None, verified)
+        pause, _ = self._lookup(record, checked, _Prefetched())
+        outcome = accept(
+            answer, verifier=Verified(verified), interactions=self.interactions, pause=pause,
+            ledger=None, now=at, topics=self.topics, consumed_meta=event_meta(now),
+            resumed_meta=event_meta(now, resumed_event_id(token_id, answer)),
+        )  # fmt: skip
+        if isinstance(outcome, Refusal):
+            log.warning(
+                "repair of answer %s on partition %d not made: %s (%s)",
+                answer_id, record.partition, outcome.reason.value, outcome.detail,
+            )  # fmt: skip
+            return whole
+        claims, outputs = outcome
+        wanted = self.topics.resumed if spent else self.topics.consumptions
+        if not spent:
+            pending[claims.token_id] = LedgerEntry(
+                Outcome.RESUMED, answer.answer_id, claims.thread_id
+            )
+        log.warning(
+            "repaired answer %s on partition %d: wrote its %s", answer_id, record.partition,
+            "resumed turn" if spent else "consumption",
+        )  # fmt: skip
+        return Handled(
+            outputs=[o for o in outputs if o[0] == wanted],
+            repaired=True,
+            thread_id=claims.thread_id,
+            answer_id=answer_id,
+        )
+
     # -- the steps ----------------------------------------------------------------------------
 
     def _parse(self, record: Record, value: bytes, now: datetime) -> _Parsed | Handled:
@@ -372,7 +457,8 @@ class AnswerHandler:
             now=now,
             topics=self.topics,
             consumed_meta=event_meta(now),
-            resumed_meta=event_meta(now),
+            # Named by its token and answer, so a repaired copy is the same event.
+            resumed_meta=event_meta(now, resumed_event_id(checked.token_id, checked.answer)),
         )
         if isinstance(outcome, Refusal):
             return self._reject(record, outcome, now, answer=checked.answer)

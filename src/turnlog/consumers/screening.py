@@ -8,6 +8,7 @@ writable, because a record from outside is attacker-sized and may hold lone surr
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Mapping
@@ -116,9 +117,27 @@ def event_id() -> str:
     return raw.hex()
 
 
-def event_meta(now: datetime) -> dict[str, Any]:
-    """The fields every event the worker writes starts with."""
-    return {"event_id": event_id(), "occurred_at": now, "package_version": __version__}
+def derived_event_id(*names: str) -> str:
+    """The event id of an output whose identity is its input's: the same names give the same
+    id, written as :func:`event_id` writes ids (a name-based, version 5 style UUID's hex).
+
+    A resumed turn is named by its token and answer, a refusal by the answer it refuses, an
+    expiry by its token. Should one be on the log twice -- a transaction left partly visible by
+    the broker (``docs/guarantees.md``), then repaired -- both copies carry one id, and a reader
+    that deduplicates on ``event_id`` sees one event.
+    """
+    joined = "\0".join(names).encode("utf-8", "surrogatepass")
+    raw = bytearray(hashlib.sha1(b"turnlog.event\0" + joined, usedforsecurity=False).digest()[:16])
+    raw[6] = raw[6] & 0x0F | 0x50
+    raw[8] = raw[8] & 0x3F | 0x80
+    return raw.hex()
+
+
+def event_meta(now: datetime, event: str | None = None) -> dict[str, Any]:
+    """The fields every event the worker writes starts with; ``event``: the id it must have
+    (:func:`derived_event_id`), else a random one."""
+    ident = event_id() if event is None else event
+    return {"event_id": ident, "occurred_at": now, "package_version": __version__}
 
 
 def key_thread(key: bytes | None) -> str | None:
@@ -167,9 +186,13 @@ def rejection(
     else:
         answer_id = f"{record.topic}:{record.partition}:{record.offset}"
         token_id = None
+    answer_id = clip(answer_id, ID_CHARS)
     return AnswerRejected(
-        **event_meta(now),
-        answer_id=clip(answer_id, ID_CHARS),
+        # One refusal per answer (and partition it was read from): a copy has the same id.
+        **event_meta(
+            now, derived_event_id("refused", record.topic, str(record.partition), answer_id)
+        ),
+        answer_id=answer_id,
         token_id=clip(token_id, ID_CHARS) if token_id else None,
         thread_id=clip(thread_id, ID_CHARS) if thread_id else None,
         reason=refusal.reason.value,

@@ -49,6 +49,8 @@ from prometheus_client import CollectorRegistry
 from turnlog.clock import utc_now
 from turnlog.consumers.handler import AnswerHandler, Handled, Output, StartedBatch, event_meta
 from turnlog.consumers.ownership import Ownership
+from turnlog.consumers.repair import is_repair, resumes_on_log
+from turnlog.consumers.screening import derived_event_id
 from turnlog.contracts.events import PauseExpired, PauseRecorded, TokenConsumed
 from turnlog.contracts.interactions import InteractionRegistry
 from turnlog.contracts.ledger import LedgerEntry, Outcome
@@ -80,6 +82,8 @@ class WorkerStats:
     resumed: int = 0
     rejected: int = 0
     duplicates: int = 0
+    #: repair requests that wrote a lost half of an outcome (``turnlog audit --heal``)
+    repaired: int = 0
     expired: int = 0
     aborted_batches: int = 0
     fenced: int = 0
@@ -100,6 +104,16 @@ class _Prepared:
     headers: list[tracing.Headers | None] = field(default_factory=list)
     outcomes: list[tuple[Record, Handled]] = field(default_factory=list)
     counts: WorkerStats = field(default_factory=WorkerStats)
+    #: the records handled as answers, and the repair requests among the batch (rare)
+    answers: Sequence[Record] = ()
+    repairs: list[Record] = field(default_factory=list)
+
+    def split(self) -> None:
+        """Repair requests apart from the answers; without any, no list is copied."""
+        self.answers = self.records
+        if any(is_repair(r) for r in self.records):
+            self.repairs = [r for r in self.records if is_repair(r)]
+            self.answers = [r for r in self.records if not is_repair(r)]
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -344,10 +358,11 @@ class ResumeWorker(Lifecycle):
                     if not current:
                         continue
                     one = _Prepared(tp, current, time.monotonic())
+                    one.split()
                     now = self.clock()
                     try:
                         begun.append(
-                            (one, now, self._handler.start_batch(current, one.pending, now))
+                            (one, now, self._handler.start_batch(one.answers, one.pending, now))
                         )
                     except Exception as exc:  # noqa: BLE001 - the worker's own (its threads)
                         self._put_back(tp, current[0].offset)
@@ -523,15 +538,30 @@ class ResumeWorker(Lifecycle):
 
     async def _prepare(self, one: _Prepared, started: StartedBatch, now: datetime) -> _Prepared:
         """What a partition batch's transaction must write: each record handled."""
-        records = one.records
         counts = one.counts
-        for record, handled in zip(
-            records, await self._handler.finish_batch(started, one.pending, now), strict=True
-        ):
+        handled_all = list(
+            zip(
+                one.answers,
+                await self._handler.finish_batch(started, one.pending, now),
+                strict=True,
+            )
+        )
+        for record in one.repairs:
+            since = getattr(record, "timestamp", 0)
+            on_log = await resumes_on_log(
+                self.settings.connection, self.topics.resumed, one.tp.partition,
+                since if isinstance(since, int) else 0,
+            )  # fmt: skip
+            handled_all.append(
+                (record, await self._handler.repair(record, on_log, one.pending, now))
+            )
+        for record, handled in handled_all:
             one.outputs.extend(handled.outputs)
             one.headers.extend([self._trace(record)] * len(handled.outputs))
             one.outcomes.append((record, handled))
-            if handled.resumed:
+            if handled.repaired:
+                counts.repaired += 1
+            elif handled.resumed:
                 counts.resumed += 1
             elif handled.duplicate:
                 counts.duplicates += 1
@@ -553,6 +583,7 @@ class ResumeWorker(Lifecycle):
         self.stats.resumed += counts.resumed
         self.stats.rejected += counts.rejected
         self.stats.duplicates += counts.duplicates
+        self.stats.repaired += counts.repaired
         for reason, n in counts.rejected_by_reason.items():
             self.stats.rejected_by_reason[reason] = self.stats.rejected_by_reason.get(reason, 0) + n
         committed_at = time.time()
@@ -582,6 +613,8 @@ class ResumeWorker(Lifecycle):
             stamp = getattr(record, "timestamp", None)
             if isinstance(stamp, int) and stamp > 0:
                 self.metrics.resume_latency.observe(max(0.0, committed_at - stamp / 1000))
+        elif handled.repaired:
+            outcome = "repaired"
         elif handled.duplicate:
             outcome = "duplicate"
         elif handled.refusal is not None:
@@ -716,10 +749,11 @@ class ResumeWorker(Lifecycle):
             **event_meta(now), token_id=token_id, answer_id="", thread_id=cp.thread_id,
             checkpoint_id=cp.checkpoint_id, outcome=Outcome.EXPIRED,
         )  # fmt: skip
+        # One expiry per token: a copy (a sweep after a lost consumption) is the same event.
         expired = PauseExpired(
-            **event_meta(now), token_id=token_id, thread_id=cp.thread_id,
-            checkpoint_id=cp.checkpoint_id, run_id=cp.run_id, session_id=cp.session_id,
-            tool_call_id=cp.tool_call_id, expires_at=pause.expires_at,
+            **event_meta(now, derived_event_id("expired", token_id)), token_id=token_id,
+            thread_id=cp.thread_id, checkpoint_id=cp.checkpoint_id, run_id=cp.run_id,
+            session_id=cp.session_id, tool_call_id=cp.tool_call_id, expires_at=pause.expires_at,
         )  # fmt: skip
         return [
             (self.topics.consumptions, consumption_key(cp.thread_id, token_id), encode(consumed)),
