@@ -20,8 +20,10 @@ broker):
 Every control method is a coroutine: the code under test runs on the same event loop and must
 keep running (retrying, logging) while a broker stops or starts. Both fixtures always stop what
 they started (the cluster is SIGKILLed: its data is thrown away), and a failing test's report
-carries the tail of each of its brokers' logs. For that report section, register this module
-as a plugin in the test module::
+carries the tail of each of its brokers' logs. With ``TURNLOG_KEEP_BROKER_LOGS=<dir>`` each
+fixture copies its brokers' whole ``server.log`` into that directory when it ends, named by
+test and port (``bench/soak_outage.py`` reads them). For the report section, register this
+module as a plugin in the test module::
 
     pytest_plugins = ["tests.brokers"]
 
@@ -44,6 +46,7 @@ import asyncio
 import contextlib
 import os
 import random
+import shutil
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
 from pathlib import Path
@@ -392,6 +395,19 @@ def _register(request: pytest.FixtureRequest, broker: OwnBroker | Cluster3) -> N
     request.node.stash.setdefault(_BROKERS, []).append(broker)
 
 
+def _keep_logs(request: pytest.FixtureRequest, logs: dict[str, Path]) -> None:
+    """Copy each log to ``TURNLOG_KEEP_BROKER_LOGS`` (if set) as ``<test>-<label>-server.log``."""
+    keep = os.environ.get("TURNLOG_KEEP_BROKER_LOGS")
+    if not keep:
+        return
+    into = Path(keep)
+    into.mkdir(parents=True, exist_ok=True)
+    test = "".join(c if c.isalnum() or c in "-_." else "_" for c in request.node.name)
+    for label, log in logs.items():
+        if log.exists():
+            shutil.copyfile(log, into / f"{test}-{label}-server.log")
+
+
 @pytest.fixture
 async def own_broker(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -414,7 +430,10 @@ async def own_broker(
     try:
         yield broker
     finally:
-        await broker.stop()
+        try:
+            await broker.stop()
+        finally:
+            _keep_logs(request, {str(broker.port): broker.log_path})
 
 
 @pytest.fixture
@@ -428,7 +447,12 @@ async def cluster3(
         await cluster.start()
         yield cluster
     finally:
-        await cluster.destroy()
+        try:
+            await cluster.destroy()
+        finally:
+            _keep_logs(
+                request, {f"{cluster.first_port}-node{i}": cluster.log_path(i) for i in (1, 2, 3)}
+            )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -443,7 +467,7 @@ def pytest_runtest_makereport(
 
 
 #: The principals of the secured broker's tests, one per role of ``turnlog acls``.
-SECURE_USERS = ("publisher", "agent", "worker", "reader", "projector")
+SECURE_USERS = ("publisher", "agent", "worker", "reader", "projector", "auditor")
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from tests.conftest import Names
 from tests.deployment import ANSWER, REQUEST, axes, make_deployment, sample_checkpoint
 from tests.integration.worker_support import running_worker
 from tests.kafka_helpers import eventually
+from turnlog.audit import Auditor
 from turnlog.consumers.resumed import ResumedTurns
 from turnlog.contracts.events import TurnResumed
 from turnlog.kafka import clients
@@ -55,6 +56,7 @@ async def test_the_whole_flow_with_least_privilege_acls(
         worker="worker",
         reader="reader",
         projector="projector",
+        auditor="auditor",
         reader_group=group,
     )
     await broker.grant(a.line() for entries in roles.values() for a in entries)
@@ -98,6 +100,12 @@ async def test_the_whole_flow_with_least_privilege_acls(
         assert store.offsets()
     finally:
         store.close()
+
+    # The auditor's principal judges the log with its own rights alone.
+    async with Auditor(as_("auditor"), settle_seconds=0.5, timeout=60) as auditor:
+        report = await auditor.audit()
+    assert report.holds, report.as_dict()
+    assert (report.answers_judged, report.resumed) == (1, 1)
 
     # A publisher cannot read pauses nor resumed turns: one line, its own exit code, at once.
     props = broker.properties("publisher", tmp_path / "publisher.properties")

@@ -235,6 +235,7 @@ def test_every_metric_the_pages_name_is_exposed() -> None:
     from prometheus_client import CollectorRegistry
 
     from turnlog.observability.metrics import (
+        audit_metrics,
         projector_metrics,
         resumed_turns_metrics,
         worker_metrics,
@@ -244,6 +245,7 @@ def test_every_metric_the_pages_name_is_exposed() -> None:
     worker_metrics(registry)
     projector_metrics(registry)
     resumed_turns_metrics(registry)
+    audit_metrics(registry)
     suffixes = {"counter": ("_total",), "histogram": ("", "_bucket", "_count", "_sum")}
     exposed = {family.name + suffix for family in registry.collect()
                for suffix in suffixes.get(family.type, ("",))}  # fmt: skip

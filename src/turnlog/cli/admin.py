@@ -222,6 +222,9 @@ def acls(
     projector: Annotated[
         str | None, typer.Option(help="Principal of turnlog project / show / pending.")
     ] = None,
+    auditor: Annotated[
+        str | None, typer.Option(help="Principal of turnlog audit (--heal included).")
+    ] = None,
     plain: Annotated[
         bool, typer.Option("--plain", help="One ACL a line (what kafka.sh acls reads).")
     ] = False,
@@ -241,9 +244,14 @@ def acls(
         reader=reader,
         reader_group=reader_group,
         projector=projector,
+        auditor=auditor,
     )
     if not roles:
-        raise fail("name at least one role: --publisher, --worker, --agent, --reader", EXIT_USAGE)
+        raise fail(
+            "name at least one role: --publisher, --worker, --agent, --reader, --projector, "
+            "--auditor",
+            EXIT_USAGE,
+        )
     if as_json:
         print_json(
             {

@@ -56,6 +56,7 @@ def role_acls(
     reader: str | None = None,
     reader_group: str | None = None,
     projector: str | None = None,
+    auditor: str | None = None,
 ) -> dict[str, list[Acl]]:
     """Per role given, its ACLs (principals without a type are ``User:``)."""
     roles: dict[str, list[Acl]] = {}
@@ -112,4 +113,17 @@ def role_acls(
             ("READ", "TOPIC", topics.consumptions),
             ("DESCRIBE", "TOPIC", prefix, "PREFIXED"),
         )
+    if auditor:
+        # ``turnlog audit``: every topic read from the start, and the worker group's offsets
+        # (DESCRIBE on the group lists them; it never joins). ``--heal`` also writes its repair
+        # requests to answers, as a publisher does.
+        grant(
+            "auditor",
+            auditor,
+            *(("READ", "TOPIC", t) for t in (topics.answers, topics.pauses, topics.consumptions,
+                                             topics.resumed, topics.rejections)),
+            ("DESCRIBE", "TOPIC", prefix, "PREFIXED"),
+            ("DESCRIBE", "GROUP", application_id),
+            ("WRITE", "TOPIC", topics.answers),
+        )  # fmt: skip
     return roles
