@@ -34,6 +34,8 @@
 #   KAFKA_LOCAL_FEATURES    feature levels set when a node's storage is first formatted,
 #                      "name=level name=level" (StorageTool's --feature), e.g.
 #                      "eligible.leader.replicas.version=0"; an existing data directory keeps its own
+#   KAFKA_LOCAL_TXN_DEBUG   1: the transaction marker channel's loggers at DEBUG (every marker
+#                      queued and answered; the markers it drops are logged at INFO anyway)
 #   KAFKA_LOCAL_USERS  SCRAM-SHA-512/256 users of start-secure, "name:password ..." (admin is
 #                      always made, password KAFKA_LOCAL_ADMIN_PASSWORD, default admin-secret)
 set -euo pipefail
@@ -52,6 +54,7 @@ jvm_opts=${KAFKA_JVM_OPTS:--XX:+UseG1GC}
 start_timeout=${KAFKA_START_TIMEOUT:-90}
 fast=${KAFKA_LOCAL_FAST:-0}
 extra_properties=${KAFKA_LOCAL_PROPERTIES:-}
+txn_debug=${KAFKA_LOCAL_TXN_DEBUG:-0}
 feature_flags=()
 for feature in ${KAFKA_LOCAL_FEATURES:-}; do feature_flags+=(--feature "$feature"); done
 
@@ -148,8 +151,16 @@ EOF
   # KAFKA_LOCAL_PROPERTIES: extra k=v lines (whitespace-separated); a later key wins.
   local prop
   for prop in $extra_properties; do echo "$prop" >>"$dir/server.properties"; done
-  cat >"$dir/log4j2.properties" <<'EOF'
+  # The transaction marker channel logs at INFO the markers it drops ("Couldn't find leader
+  # endpoint for partitions ... can be skipped": KAFKA-20734, docs/guarantees.md) and its
+  # retries; KAFKA_LOCAL_TXN_DEBUG=1 adds every marker queued and answered (DEBUG). Log4j's
+  # own shutdown hook is off: it stopped the logging a moment into a SIGTERM, so the rest of
+  # the controlled shutdown -- where those markers are dropped -- never reached server.log.
+  local txn_log_level=INFO
+  [ "$txn_debug" = 1 ] && txn_log_level=DEBUG
+  cat >"$dir/log4j2.properties" <<EOF
 status = warn
+shutdownHook = disable
 appender.out.type = Console
 appender.out.name = OUT
 appender.out.layout.type = PatternLayout
@@ -160,6 +171,10 @@ logger.cleaner.name = kafka.log.LogCleaner
 logger.cleaner.level = INFO
 logger.request.name = kafka.request.logger
 logger.request.level = WARN
+logger.txnmarker.name = kafka.coordinator.transaction.TransactionMarkerChannelManager
+logger.txnmarker.level = $txn_log_level
+logger.txnmarkerresponse.name = kafka.coordinator.transaction.TransactionMarkerRequestCompletionHandler
+logger.txnmarkerresponse.level = $txn_log_level
 EOF
 }
 
