@@ -1,0 +1,92 @@
+"""The audit's rules on facts built by hand: what is judged, and what the log can no longer show."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from turnlog.audit.invariant import AnswerSeen, Kind, PartitionFacts, Place, judge
+from turnlog.contracts.events import AnswerRejected, TokenConsumed, TurnResumed
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+def _meta(event_id: str = "e") -> dict[str, object]:
+    return {"event_id": event_id, "occurred_at": NOW, "package_version": "t"}
+
+
+def _consumed(token: str, answer: str, thread: str = "t1") -> TokenConsumed:
+    return TokenConsumed(
+        **_meta(), token_id=token, answer_id=answer, thread_id=thread, checkpoint_id="cp",
+        outcome="resumed",
+    )  # fmt: skip
+
+
+def _turn(token: str, answer: str, thread: str = "t1", event_id: str = "e") -> TurnResumed:
+    return TurnResumed(
+        **_meta(event_id), token_id=token, answer_id=answer, run_id="r", session_id="s",
+        thread_id=thread, checkpoint_id="cp", interrupt_id="i", tool_call_id="c", name="n",
+        prompt="p", response_json="{}",
+    )  # fmt: skip
+
+
+def _refused(answer: str, event_id: str) -> AnswerRejected:
+    return AnswerRejected(
+        **_meta(event_id), answer_id=answer, token_id="tok", thread_id="t1", reason="misrouted",
+        step=1, detail="",
+    )  # fmt: skip
+
+
+def _facts(**kw: object) -> PartitionFacts:
+    facts = PartitionFacts(0, committed=10, pause_keys={("t1", "cp"): [(1, False)]})
+    for name, value in kw.items():
+        setattr(facts, name, value)
+    return facts
+
+
+def test_an_answer_older_than_what_the_outputs_keep_is_counted_not_blamed() -> None:
+    facts = _facts(
+        answers=[AnswerSeen(Place(0, 0, timestamp_ms=100), "old"),
+                 AnswerSeen(Place(0, 1, timestamp_ms=900), "new")],
+        horizon_ms=500,
+    )  # fmt: skip
+    report = judge([facts])
+    assert [v.ids["answer_id"] for v in report.violations] == ["new"]
+    assert report.violations[0].kind is Kind.ANSWER_WITHOUT_OUTCOME
+    assert report.beyond_retention == 1
+
+
+def test_a_forgotten_thread_is_not_paired_but_counted() -> None:
+    """Its pause gone (compaction after forget), its resumed turn left until retention."""
+    facts = _facts(pause_keys={}, resumed=[(Place(0, 0), _turn("tok", "a"))])
+    report = judge([facts])
+    assert report.holds and report.forgotten_threads == 1
+
+
+def test_copies_of_one_event_are_reported_as_the_same_event() -> None:
+    facts = _facts(
+        answers=[AnswerSeen(Place(0, 0), "a", "t1", "tok")],
+        consumed=[(Place(0, 0), _consumed("tok", "a"))],
+        resumed=[(Place(0, 0), _turn("tok", "a", event_id="x")),
+                 (Place(0, 1), _turn("tok", "a", event_id="x"))],
+        rejected=[(Place(0, 0), _refused("b", "y")), (Place(0, 1), _refused("b", "z"))],
+    )  # fmt: skip
+    kinds = {v.kind: v for v in judge([facts]).violations}
+    assert set(kinds) == {Kind.RESUMED_TWICE, Kind.REFUSED_TWICE}
+    assert kinds[Kind.RESUMED_TWICE].ids["same_event"] is True
+    assert kinds[Kind.REFUSED_TWICE].ids["same_event"] is False
+
+
+def test_a_resumed_turn_for_another_answer_than_the_consumption_is_a_violation() -> None:
+    facts = _facts(
+        consumed=[(Place(0, 0), _consumed("tok", "a"))],
+        resumed=[(Place(0, 0), _turn("tok", "b"))],
+    )
+    [violation] = judge([facts]).violations
+    assert violation.kind is Kind.RESUMED_WITHOUT_CONSUMPTION
+    assert violation.ids["consumed_answer_id"] == "a"
+
+
+def test_the_summary_counts_every_kind() -> None:
+    report = judge([_facts()])
+    assert report.holds
+    assert set(report.summary()["violations_by_kind"]) == {k.value for k in Kind}
