@@ -25,6 +25,7 @@ import json
 import random
 import statistics
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -38,6 +39,7 @@ from tests.integration.chaos_count import AnswerRecord, Expected, Outputs, expec
 from tests.integration.worker_proc import Proc, common_options, spawn
 from tests.integration.worker_support import committed_events, of_type
 from tests.kafka_helpers import eventually, read_to_end, wait_until_consumed
+from turnlog.audit import Auditor, Violation
 from turnlog.contracts.events import TokenConsumed
 from turnlog.kafka.partitioning import answer_key, murmur2
 from turnlog.producers.answers import AnswerPublisher
@@ -138,6 +140,8 @@ class ChaosResult:
     commits: dict[int, list[float]]  # partition -> sorted unix times of its commits
     publish_retries: int
     outage: tuple[float, float] | None  # unix times the broker went and came back
+    #: ``turnlog audit``'s verdict once drained, before any repair, and after ``--heal``
+    audit: AuditOutcome | None = None
 
     def waits(self) -> list[float]:
         """Seconds each resumed answer waited: from its first publish to its resume."""
@@ -170,7 +174,43 @@ class ChaosResult:
             f"(p99), {waits[-1]:.1f}s (max); longest time without any commit "
             f"{self.longest_silence():.1f}s; recorded in {self.recorded_in:.1f}s, drained "
             f"{self.drained_in:.1f}s after the chaos, {self.took:.0f}s in all"
+            + ("" if self.audit is None else f"; audit: {self.audit.line()}")
         )
+
+
+@dataclass
+class AuditOutcome:
+    """What ``turnlog audit`` found when the chaos was drained, what it asked the owners to
+    repair, and what was left after the repairs (the chaos tests' judge: nothing)."""
+
+    found: list[Violation]
+    repairs: int
+    left: list[Violation]
+    answers_judged: int
+
+    def line(self) -> str:
+        kinds = Counter(v.kind.value for v in self.found)
+        return (
+            f"{self.answers_judged} answers judged, {len(self.found)} violation(s) found"
+            f"{f' {dict(kinds)}' if kinds else ''}, {self.repairs} repair(s) asked, "
+            f"{len(self.left)} left"
+        )
+
+
+async def audit_and_heal(dep: Deployment, bootstrap: str) -> AuditOutcome:
+    """Judge the drained log with ``turnlog audit``; heal what it found through the workers
+    still running, and judge again."""
+    settings = dep.settings.with_(bootstrap_servers=bootstrap)
+    async with Auditor(settings, settle_seconds=2.0, timeout=120) as auditor:
+        first = await auditor.audit()
+        requests = await auditor.heal(first) if not first.holds else []
+        after = first
+        if requests:
+            await wait_until_consumed(
+                bootstrap, settings.application_id, dep.topics.answers, timeout=120
+            )
+            after = await auditor.audit()
+    return AuditOutcome(first.violations, len(requests), after.violations, first.answers_judged)
 
 
 # -- inputs -----------------------------------------------------------------------------------
@@ -531,6 +571,7 @@ class Chaos:
         chaos_done = time.monotonic()
         await self._drain([*expiring, *late])
         drained_in = time.monotonic() - chaos_done
+        audit = await audit_and_heal(dep, self.bootstrap)  # the workers are still running
         codes = {w.slot: await w.proc.terminate(timeout=60) for w in self.workers.values()}
         if set(codes.values()) != {0}:
             tails = "\n".join(w.proc.tail() for w in self.workers.values())
@@ -552,6 +593,7 @@ class Chaos:
             commits=self._commits(),
             publish_retries=self.retries,
             outage=self.outage,
+            audit=audit,
         )
 
     async def _drain(self, expiring: list[RecordedPause]) -> None:

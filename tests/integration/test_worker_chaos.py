@@ -304,6 +304,12 @@ def test_the_count_catches_an_output_written_twice_or_missing() -> None:
 
 
 def _assert_chaos(result: ChaosResult, config: ChaosConfig) -> None:
+    # Two judges: turnlog audit (from the log alone, after asking the owners to heal what it
+    # found) and the exact count against the answers log. Nothing may be left for either.
+    audit = result.audit
+    assert audit is not None
+    assert audit.left == [], "\n".join([v.line() for v in audit.left] + [result.summary()])
+    assert audit.answers_judged >= config.answered + config.competing
     problems = check_outputs(result.expected, result.outputs)
     assert problems == [], "\n".join(
         [

@@ -90,3 +90,13 @@ def test_the_summary_counts_every_kind() -> None:
     report = judge([_facts()])
     assert report.holds
     assert set(report.summary()["violations_by_kind"]) == {k.value for k in Kind}
+
+
+def test_a_retried_refused_answer_may_be_refused_once_per_record() -> None:
+    seen = AnswerSeen(Place(0, 0), "b", "t1", "tok")
+    again = AnswerSeen(Place(0, 1), "b", "t1", "tok")
+    refusals = [(Place(0, 0), _refused("b", "y")), (Place(0, 1), _refused("b", "y"))]
+    assert judge([_facts(answers=[seen, again], rejected=refusals)]).holds
+    refusals.append((Place(0, 2), _refused("b", "y")))
+    [violation] = judge([_facts(answers=[seen, again], rejected=refusals)]).violations
+    assert violation.kind is Kind.REFUSED_TWICE
