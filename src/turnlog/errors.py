@@ -16,7 +16,8 @@ The whole tree (the CLI's exit code for each in brackets)::
     ├── TopicMismatch             an existing topic contradicts the topic set               [1]
     ├── StoreError                the local store disagrees with the log                    [1]
     ├── DeliveryFailed            records the broker did not take (forget's tombstones)     [1]
-    ├── BrokerUnavailable         Kafka unreachable for longer than the outage budget       [4]
+    ├── BrokerUnavailable         Kafka unreachable for longer than the outage budget, or   [4]
+    │                             never reached within the first-contact budget
     └── DemoFailed                the demo's end-to-end story did not hold (turnlog.cli.demo) [1]
 
 Not turnlog's own: aiokafka's authorization and authentication errors
@@ -95,4 +96,14 @@ class StoreError(TurnlogError):
 
 
 class BrokerUnavailable(TurnlogError):
-    """Kafka could not be reached within the allowed time."""
+    """Kafka could not be reached within the allowed time.
+
+    ``never_reached`` tells the two cases apart: an address this process never had an answer
+    from (a typo, a closed port, a broker not started: given up after
+    ``Settings.connect_timeout_seconds``, and worth a different hint) or a broker that went
+    away after answering (an outage, ridden out for ``Settings.broker_timeout_seconds``).
+    """
+
+    def __init__(self, message: str = "", *, never_reached: bool = False) -> None:
+        super().__init__(message)
+        self.never_reached = never_reached

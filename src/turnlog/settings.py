@@ -12,6 +12,7 @@ error that names neither the setting nor the value.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import re
@@ -43,6 +44,7 @@ ENV: Final[Mapping[str, str]] = {
     "token_ttl_seconds": "TURNLOG_TOKEN_TTL_SECONDS",
     "token_leeway_seconds": "TURNLOG_TOKEN_LEEWAY_SECONDS",
     "broker_timeout_seconds": "TURNLOG_BROKER_TIMEOUT",
+    "connect_timeout_seconds": "TURNLOG_CONNECT_TIMEOUT",
     "max_record_bytes": "TURNLOG_MAX_RECORD_BYTES",
     "max_answer_bytes": "TURNLOG_MAX_ANSWER_BYTES",
 }
@@ -63,8 +65,65 @@ _MIN_INT: Final[Mapping[str, int]] = {
 _TEXT: Final = ("bootstrap_servers", "topic_prefix", "application_id", "issuer", "audience")
 _PATHS: Final = ("state_dir", "keys_dir")
 _BOOLS: Final = ("create_topics",)
+_SECONDS: Final = ("broker_timeout_seconds", "connect_timeout_seconds")
 # Kafka's legal topic-name characters; the prefix leaves room for the longest suffix.
 _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]{1,200}")
+# A host name or an IPv4 address (an IPv6 address goes in brackets and is checked as one).
+_HOST = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+
+def bootstrap_servers(value: str) -> list[tuple[str, int]]:
+    """The ``(host, port)`` pairs of a ``host:port[,host:port...]`` list, or ``ValueError``
+    saying which entry is wrong and how.
+
+    aiokafka takes almost anything here and fails only later, as a broker it cannot reach:
+    ``http://host:9092`` is looked up as a host named ``http://host``, and a port that is
+    missing becomes 9092 (the Java clients refuse it, so one ``client.properties`` would mean
+    two things). Refused here, the message names the setting and the entry at once, instead of
+    a wait for a broker that no address could reach.
+    """
+    pairs: list[tuple[str, int]] = []
+    for raw in value.split(","):
+        entry = raw.strip()
+        if not entry:
+            raise ValueError("has an empty entry (host:port[,host:port...])")
+        scheme = _SCHEME.match(entry)
+        if scheme:
+            raise ValueError(
+                f"{entry!r} has a scheme: bootstrap servers are host:port, "
+                f"without {scheme.group(1)}://"
+            )
+        if entry.startswith("["):
+            host, bracket, rest = entry[1:].partition("]")
+            if not bracket:
+                raise ValueError(f"{entry!r}: an IPv6 address needs its closing ']'")
+            if rest and not rest.startswith(":"):
+                raise ValueError(f"{entry!r}: ']' must be followed by :port")
+            port, sep, shown = rest[1:], rest[:1], f"[{host}]"
+            try:
+                ipaddress.IPv6Address(host.split("%", 1)[0])
+            except ValueError:
+                raise ValueError(f"{entry!r}: {host!r} is not an IPv6 address") from None
+        else:
+            host, sep, port = entry.rpartition(":")
+            if not sep:
+                host, port = entry, ""
+            if ":" in host:
+                raise ValueError(f"{entry!r}: an IPv6 address is written in brackets, [::1]:9092")
+            if not host:
+                raise ValueError(f"{entry!r} has no host (host:port)")
+            if not _HOST.fullmatch(host):
+                raise ValueError(f"{entry!r}: {host!r} is not a host name or address")
+            shown = host
+        if not sep or not port:
+            raise ValueError(f"{entry!r} has no port (host:port, e.g. {shown}:9092)")
+        if not port.isdigit() or not port.isascii():
+            raise ValueError(f"{entry!r}: the port {port!r} is not a number")
+        if not 1 <= int(port) <= 65535:
+            raise ValueError(f"{entry!r}: the port {int(port)} is not in 1-65535")
+        pairs.append((host, int(port)))
+    return pairs
 
 
 def problem(name: str, value: object) -> str | None:
@@ -74,7 +133,7 @@ def problem(name: str, value: object) -> str | None:
             return "must be a whole number"
         if value < _MIN_INT[name]:
             return f"must be at least {_MIN_INT[name]}"
-    elif name == "broker_timeout_seconds":
+    elif name in _SECONDS:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return "must be a number of seconds"
         if not math.isfinite(value) or value <= 0:
@@ -82,6 +141,11 @@ def problem(name: str, value: object) -> str | None:
     elif name in _TEXT:
         if not isinstance(value, str) or not value.strip():
             return "must not be empty"
+        if name == "bootstrap_servers":
+            try:
+                bootstrap_servers(value)
+            except ValueError as exc:
+                return str(exc)
         if name == "topic_prefix" and not _TOPIC_CHARS.fullmatch(value):
             return "a topic prefix is 1-200 of the letters, digits, '.', '_' and '-' Kafka allows"
     elif name in _PATHS and not isinstance(value, Path):
@@ -115,7 +179,7 @@ def _parse_float(raw: str) -> float:
 def _parser(name: str) -> Callable[[str], Any]:
     if name in _MIN_INT:
         return _parse_int
-    if name == "broker_timeout_seconds":
+    if name in _SECONDS:
         return _parse_float
     if name in _PATHS:
         return Path
@@ -179,6 +243,11 @@ class Settings:
     #: How long a client keeps retrying an unreachable broker before giving up (a rolling
     #: restart of a three-node cluster takes a few minutes; the CLI then exits 4).
     broker_timeout_seconds: float = 300.0
+    #: How long a process waits for its *first* answer from an address (then
+    #: ``BrokerUnavailable``, exit 4). A broker never reached is a wrong address, a closed port
+    #: or a broker not started, not an outage: waiting the outage budget for it only hides the
+    #: mistake. Never longer than ``broker_timeout_seconds``.
+    connect_timeout_seconds: float = 15.0
     #: The largest key + value the worker writes to one record. Kafka's producer refuses
     #: records over ``max.request.size`` (1 MiB by default) *inside* a transaction, so an
     #: output that could not fit is refused up front (``answer_too_large``) instead.
@@ -241,6 +310,11 @@ class Settings:
             raw = e.get(variable)
             if raw is None and name == "bootstrap_servers":
                 raw = local_bootstrap(e, security.bootstrap_servers)
+                # A bad value is named by where it came from: the file, or the local broker's.
+                if raw is not None and raw == security.bootstrap_servers:
+                    variable = f"bootstrap.servers ({security.source})"
+                elif raw is not None:
+                    variable = "KAFKA_LOCAL_HOST/KAFKA_LOCAL_PORT"
             if raw is None:
                 continue
             try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ipaddress
 import json
 import logging
 import os
@@ -32,7 +33,7 @@ from rich.markup import escape
 from turnlog.errors import BrokerUnavailable, PauseInvalid, SettingError, TurnlogError
 from turnlog.kafka.clients import check_credentials
 from turnlog.kafka.reader import NOT_AUTHORIZED
-from turnlog.settings import Settings
+from turnlog.settings import Settings, bootstrap_servers
 
 app = typer.Typer(
     name="turnlog",
@@ -104,6 +105,7 @@ OPTION_NAMES = {
     "keys_dir": "--keys-dir",
     "partitions": "--partitions",
     "broker_timeout_seconds": "--broker-timeout",
+    "connect_timeout_seconds": "--connect-timeout",
 }
 
 
@@ -137,6 +139,14 @@ def main_options(
         int | None, typer.Option(help="Partitions of new topics (env TURNLOG_PARTITIONS).")
     ] = None,
     broker_timeout: BrokerTimeoutOpt = None,
+    connect_timeout: Annotated[
+        float | None,
+        typer.Option(
+            metavar="SECONDS",
+            help="Exit 4 when Kafka has not answered once in this long "
+            "(env TURNLOG_CONNECT_TIMEOUT, default 15).",
+        ),
+    ] = None,
     kafka_config: Annotated[
         Path | None,
         typer.Option(
@@ -156,6 +166,7 @@ def main_options(
             keys_dir=keys_dir,
             partitions=partitions,
             broker_timeout_seconds=broker_timeout,
+            connect_timeout_seconds=connect_timeout,
             kafka_config=kafka_config,
         )
     except SettingError as exc:
@@ -167,9 +178,19 @@ def main_options(
     )
     logging.getLogger("aiokafka").setLevel(logging.DEBUG if debug else logging.CRITICAL)
     # A one-shot verb says what went wrong in its one error line; the lines a component logs
-    # while it waits (the broker went, came back) are for the verbs that keep running.
+    # while it waits (the broker went, came back) are for the verbs that keep running -- and
+    # for a person at a terminal, who would otherwise watch a verb wait in silence.
     quiet = not debug and ctx.invoked_subcommand not in LONG_RUNNING
     logging.getLogger("turnlog").setLevel(logging.ERROR if quiet else logging.NOTSET)
+    if quiet and _watched_terminal():
+        logging.getLogger("turnlog.kafka.outage").setLevel(logging.WARNING)
+
+
+def _watched_terminal() -> bool:
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced, or closed
+        return False
 
 
 def fail(message: str, code: int) -> typer.Exit:
@@ -234,9 +255,9 @@ def run_async(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
                     EXIT_UNAUTHORIZED,
                 ) from None
             if isinstance(exc, BrokerUnavailable | KafkaConnectionError | KafkaTimeoutError):
+                address = current.settings.bootstrap_servers
                 raise fail(
-                    f"Kafka at {current.settings.bootstrap_servers} is not reachable: {exc}; "
-                    "start one with `turnlog broker up`",
+                    f"Kafka at {address} is not reachable: {exc}; {broker_hint(address)}",
                     EXIT_BROKER,
                 ) from None
             if isinstance(exc, TurnlogError | KafkaError | OSError | ValueError):
@@ -244,6 +265,31 @@ def run_async(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
             raise
 
     return wrapper
+
+
+def broker_hint(address: str) -> str:
+    """What to do about an unreachable ``address``: start the local broker when every server is
+    this machine (what ``turnlog broker up`` serves), else look at the address and the way to
+    it -- "start one" is no help to someone who mistyped a cluster's host name."""
+    try:
+        servers = bootstrap_servers(address)
+    except ValueError:
+        servers = []
+    if servers and all(_loopback(host) for host, _ in servers):
+        return "start one with `turnlog broker up`"
+    return (
+        "check the address (--bootstrap-servers, TURNLOG_BOOTSTRAP_SERVERS) and that this "
+        "machine can reach it (DNS, firewall, VPN, the broker's advertised listeners)"
+    )
+
+
+def _loopback(host: str) -> bool:
+    if host.lower() in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _not_authorized(exc: BaseException) -> str | None:

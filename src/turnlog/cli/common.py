@@ -82,7 +82,7 @@ def open_for_reading(settings: Settings) -> Iterator[tuple[Any, bool]]:
 async def caught_up(store: Any, settings: Settings) -> int:
     """Apply what the store has not yet applied, riding out an unreachable broker (a retry
     goes on from the offsets the store already holds: each batch was written with them)."""
-    from turnlog.kafka.outage import ride_out
+    from turnlog.kafka.outage import reach, ride_out
     from turnlog.kafka.topics import TopicSet
     from turnlog.projections.projector import CheckpointProjector
 
@@ -99,6 +99,9 @@ async def caught_up(store: Any, settings: Settings) -> int:
         finally:
             await projector.stop()
 
+    # The projector's start retries on its own, for the outage budget: a never-reached address
+    # is told apart first, in the first-contact budget.
+    await reach(settings, who="store catch-up")
     return await ride_out(attempt, settings=settings, who="store catch-up")
 
 

@@ -42,7 +42,9 @@ MetricsPortOpt = Annotated[
 
 def setup_logs(ctx: typer.Context, level: str | None, fmt: str | None) -> None:
     """Apply ``--log-level``/``--log-format``; without either the verb logs as before (warnings,
-    as text). The Kafka client's lines stay at WARNING unless ``--debug``."""
+    as text). The Kafka client's own lines are shown only with ``--log-level debug`` or
+    ``--debug``: at WARNING a 30-second outage wrote thousands of aiokafka ERROR lines (one per
+    reconnect attempt) beside turnlog's own two, which say the same."""
     if level is None and fmt is None:
         return
     from turnlog.observability.logs import FORMATS, LEVELS, configure
@@ -53,7 +55,8 @@ def setup_logs(ctx: typer.Context, level: str | None, fmt: str | None) -> None:
         raise fail(f"--log-level must be one of {', '.join(LEVELS)}, not {level!r}", EXIT_USAGE)
     if fmt not in FORMATS:
         raise fail(f"--log-format must be one of {', '.join(FORMATS)}, not {fmt!r}", EXIT_USAGE)
-    configure(level, fmt, kafka_level="debug" if run_state(ctx).debug else "warning")
+    chatty = run_state(ctx).debug or level == "debug"
+    configure(level, fmt, kafka_level="debug" if chatty else "critical")
 
 
 @asynccontextmanager

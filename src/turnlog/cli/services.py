@@ -6,6 +6,7 @@ import time
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from turnlog.cli.app import (
@@ -53,15 +54,20 @@ async def worker(
     setup_logs(ctx, log_level, log_format)
     from turnlog.consumers.worker import ResumeWorker
     from turnlog.contracts.interactions import default_interactions
+    from turnlog.kafka.topics import TopicSet, replication_warning
     from turnlog.projections.store import Store
 
     settings = run_state(ctx).settings
+    checks = verifier(settings)  # the keys and the store first: neither needs the broker
     store = Store.open(worker_dir(settings))
     try:
+        # The first contact (a never-reached address exits 4 in TURNLOG_CONNECT_TIMEOUT, before
+        # a client exists), and whether a restart of this cluster can lose a resume.
+        warning = await replication_warning(settings, TopicSet.from_settings(settings))
         resume = ResumeWorker(
             settings,
             store=store,
-            verifier=verifier(settings),
+            verifier=checks,
             interactions=default_interactions(),
             instance_id=instance_id,
         )
@@ -70,6 +76,8 @@ async def worker(
             f"worker {settings.application_id} on {settings.connection.describe()}; Ctrl-C stops",
             soft_wrap=True,
         )
+        if warning is not None:
+            err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
         try:
             # Ready once it owns (fenced and restored) every partition the group gave it.
             async with serving(metrics_port, lambda: resume.ready):

@@ -68,10 +68,12 @@ async def _status(bootstrap_servers: clients.Target, group: str, topic: str) -> 
         client_id="turnlog-status",
     )
     admin = clients.admin(bootstrap_servers, client_id="turnlog-status")
-    await consumer.start()
     try:
-        await admin.start()
+        # Each start inside its try: a start that fails (the broker is away, retried by the
+        # caller) must still close its client, or every retry leaves one behind.
+        await consumer.start()
         try:
+            await admin.start()
             parts = await _partitions(consumer, topic)
             tps = [TopicPartition(topic, p) for p in parts]
             ends = await consumer.end_offsets(tps)

@@ -6,13 +6,22 @@ after it another; only past the budget is it :class:`~turnlog.errors.BrokerUnava
 CLI's exit 4). :class:`BrokerOutage` keeps that account for loops that retry on their own (the
 worker, the projector, ``ResumedTurns``); :func:`ride_out` wraps a one-shot attempt (a pause, an
 answer, a topic check).
+
+An address that has never answered this process is not having an outage: it is mistyped, a
+closed port, or a broker not started yet. :func:`ride_out` gives such an address the much
+shorter ``Settings.connect_timeout_seconds``, and its first line says what plain connections
+to the servers found (refused, a name that does not resolve) -- before, a typo was waited on in
+silence for the whole five-minute outage budget.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import socket
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from aiokafka import AIOKafkaProducer
@@ -25,16 +34,102 @@ from aiokafka.errors import (
 )
 
 from turnlog.errors import BrokerUnavailable
+from turnlog.kafka import clients
 from turnlog.kafka.internals import cancel_sender_tasks, fail_pending
 from turnlog.kafka.reader import BrokerOutage
-from turnlog.settings import Settings
+from turnlog.settings import Settings, bootstrap_servers
 
 T = TypeVar("T")
 
 
 #: One line when the broker goes, one when it is back (the CLI quiets it for one-shot verbs,
-#: whose single error line says the same).
+#: whose single error line says the same, unless a person watches the terminal).
 OUTAGE_LOG = logging.getLogger("turnlog.kafka.outage")
+
+#: How long a first attempt at a never-reached address may go unanswered before its servers
+#: are looked at (a silently dropped connection would otherwise say nothing until it times out).
+NOTICE_AFTER_SECONDS = 1.0
+#: How long each look at a server (a name lookup, then a TCP connection) may take.
+LOOK_SECONDS = 1.0
+
+#: The bootstrap addresses that have answered this process. One answer is what makes a later
+#: failure an outage, whichever component had it: a worker that reached its broker at start and
+#: a pause that finds it gone an hour later both get the outage budget, not the first-contact
+#: one. Only ever added to: an address that answered once is a real one.
+_REACHED: set[str] = set()
+
+
+def reached(address: str) -> bool:
+    """Whether ``address`` (a bootstrap string) has answered this process."""
+    return address.strip() in _REACHED
+
+
+def mark_reached(address: str) -> None:
+    _REACHED.add(address.strip())
+
+
+def first_contact_budget(settings: Settings) -> tuple[float, str]:
+    """How long a never-reached address is tried, and the setting that said so: the
+    first-contact budget, never longer than the outage budget."""
+    if settings.connect_timeout_seconds <= settings.broker_timeout_seconds:
+        return settings.connect_timeout_seconds, "TURNLOG_CONNECT_TIMEOUT"
+    return settings.broker_timeout_seconds, "TURNLOG_BROKER_TIMEOUT"
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """What a plain TCP connection to one bootstrap server found."""
+
+    server: str
+    found: str
+    #: A connection opened: something listens, so the trouble is above TCP (TLS, SASL, not
+    #: Kafka) or the broker is merely slow.
+    connects: bool
+
+    def __str__(self) -> str:
+        return f"{self.server}: {self.found}"
+
+
+async def look_at(address: str, timeout: float = LOOK_SECONDS) -> list[Look]:
+    """Look up and connect to each server of ``address`` (side by side, ``timeout`` each step).
+
+    aiokafka logs why it could not connect and raises only "Unable to bootstrap"; this says it
+    in the words a person acts on. It opens and closes a TCP connection and sends nothing.
+    """
+    try:
+        servers = bootstrap_servers(address)
+    except ValueError:
+        return []
+    return list(await asyncio.gather(*(_look(host, port, timeout) for host, port in servers)))
+
+
+async def _look(host: str, port: int, timeout: float) -> Look:
+    server = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    loop = asyncio.get_running_loop()
+    try:
+        infos = await asyncio.wait_for(
+            loop.getaddrinfo(host, port, type=socket.SOCK_STREAM), timeout
+        )
+    except socket.gaierror:
+        return Look(server, "the name does not resolve", False)
+    except (OSError, TimeoutError):
+        return Look(server, f"the name did not resolve within {timeout:g}s", False)
+    family, _, proto, _, where = infos[0]
+    try:
+        _, writer = await asyncio.wait_for(
+            asyncio.open_connection(str(where[0]), int(where[1]), family=family, proto=proto),
+            timeout,
+        )
+    except ConnectionRefusedError:
+        return Look(server, "connection refused", False)
+    except TimeoutError:
+        return Look(server, f"no answer to a connection within {timeout:g}s", False)
+    except OSError as exc:
+        return Look(server, (exc.strerror or str(exc)).lower(), False)
+    writer.close()
+    with contextlib.suppress(OSError, TimeoutError):
+        await asyncio.wait_for(writer.wait_closed(), timeout)
+    return Look(server, "a connection opens, but no Kafka answer came", True)
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -99,6 +194,27 @@ async def abandon(producer: AIOKafkaProducer) -> None:
     await stop_producer(producer, patience=0.5)
 
 
+async def reach(settings: Settings, *, who: str) -> None:
+    """Have the first answer from ``settings``' address, unless this process already had one.
+
+    For callers whose next step retries on its own for the outage budget (a projector's start,
+    a worker's): run first, it makes a never-reached address ``BrokerUnavailable`` within the
+    first-contact budget, with its one line, instead of five minutes of that step's retries.
+    An admin client's start is the cheapest answer there is (a metadata request).
+    """
+    if reached(settings.bootstrap_servers):
+        return
+
+    async def attempt() -> None:
+        admin = clients.admin(settings, client_id="turnlog-contact")
+        try:
+            await admin.start()
+        finally:
+            await admin.close()
+
+    await ride_out(attempt, settings=settings, who=who, timeout=attempt_timeout(settings))
+
+
 async def ride_out(
     attempt: Callable[[], Awaitable[T]],
     *,
@@ -117,18 +233,38 @@ async def ride_out(
     first failed attempt) has lasted ``settings.broker_timeout_seconds``, the next failure is
     :class:`BrokerUnavailable` -- never retried here: whoever raises it has already waited.
     Anything that is not an outage is raised at once.
+
+    An address that has not answered this process yet gets the first-contact budget instead
+    (:func:`first_contact_budget`), every attempt is cut off at its end, and the first line
+    comes as soon as an attempt fails or has gone unanswered for
+    :data:`NOTICE_AFTER_SECONDS` while no server accepts a connection.
     """
     loop = asyncio.get_running_loop()
-    budget = settings.broker_timeout_seconds
-    outage = BrokerOutage(budget, f"{who} (Kafka at {settings.bootstrap_servers})", log)
+    address = settings.bootstrap_servers
+    first = not reached(address)
+    budget, setting = (
+        first_contact_budget(settings)
+        if first
+        else (settings.broker_timeout_seconds, "TURNLOG_BROKER_TIMEOUT")
+    )
+    outage = BrokerOutage(
+        budget, f"{who} (Kafka at {address})", log, setting=setting, never_reached=first
+    )
     since: float | None = None
     while True:
         started = loop.time()
         limit = timeout
-        if limit is not None and since is not None:
+        if first:
+            # Nothing waits past the first-contact budget, whatever the attempt's own timeouts.
+            end = (started if since is None else since) + budget + 1.0
+            limit = max(1.0, min(end - started, limit if limit is not None else end - started))
+        elif limit is not None and since is not None:
             limit = max(1.0, min(limit, since + budget - started + 1.0))
         try:
-            result = await (attempt() if limit is None else asyncio.wait_for(attempt(), limit))
+            if first and not outage.down and limit is not None:
+                result = await _watched(attempt, limit, outage, address)
+            else:
+                result = await (attempt() if limit is None else asyncio.wait_for(attempt(), limit))
         except BrokerUnavailable:
             raise
         except Exception as exc:
@@ -137,9 +273,40 @@ async def ride_out(
             if isinstance(exc, TimeoutError):
                 exc = TimeoutError(f"no answer within {loop.time() - started:.0f}s")
             since = started if since is None else since
+            if first and outage.tried is None:
+                outage.tried = "; ".join(map(str, await look_at(address))) or None
             backoff = outage.failed(exc, began=started)
             # The last attempt comes just after the budget is spent, and its failure raises.
             await asyncio.sleep(min(backoff, max(0.05, since + budget - loop.time() + 0.05)))
             continue
         outage.ok()
+        mark_reached(address)
         return result
+
+
+async def _watched(
+    attempt: Callable[[], Awaitable[T]], limit: float, outage: BrokerOutage, address: str
+) -> T:
+    """The first attempt at a never-reached address, with a look at its servers when it has
+    not finished in :data:`NOTICE_AFTER_SECONDS`: a connection that is silently dropped (a
+    firewall, a wrong private address) fails only at the client's own timeout, and the first
+    line must not wait for that. Nothing is said while a server accepts connections (a slow
+    broker, a topic creation): the attempt may still succeed."""
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    task: asyncio.Future[T] = asyncio.ensure_future(attempt())
+    try:
+        done, _ = await asyncio.wait({task}, timeout=min(NOTICE_AFTER_SECONDS, limit))
+        if not done:
+            looks = await look_at(address)
+            if looks and not any(look.connects for look in looks):
+                outage.tried = "; ".join(map(str, looks))
+                outage.went(f"no answer within {loop.time() - started:.0f}s", began=started)
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, started + limit - loop.time()))
+            if not done:
+                raise TimeoutError
+        return task.result()
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task})

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
@@ -64,12 +65,29 @@ class BrokerOutage:
     it raises :class:`BrokerUnavailable` instead. ``ok`` is called for every sign of life. Only
     the first failure and the first sign of life after it are logged: a reader retrying every
     two seconds for five minutes must not write 150 lines.
+
+    ``never_reached``: the address has not answered this process yet, so the budget is the
+    first-contact one (``setting`` names it) and the lines say so, with what plain connections
+    to the servers found (``tried``, set by the caller) -- "connection refused" or "the name
+    does not resolve" is the answer a person needs, not "unable to bootstrap".
     """
 
-    def __init__(self, budget_seconds: float, who: str, logger: logging.Logger) -> None:
+    def __init__(
+        self,
+        budget_seconds: float,
+        who: str,
+        logger: logging.Logger,
+        *,
+        setting: str = "TURNLOG_BROKER_TIMEOUT",
+        never_reached: bool = False,
+    ) -> None:
         self.budget_seconds = budget_seconds
         self.who = who
         self.outages = 0
+        self.setting = setting
+        self.never_reached = never_reached
+        #: What plain connections to the bootstrap servers found, for the lines (first contact).
+        self.tried: str | None = None
         self._log = logger
         self._since: float | None = None
         self._backoff = 0.0
@@ -78,23 +96,48 @@ class BrokerOutage:
     def down(self) -> bool:
         return self._since is not None
 
+    def went(self, why: str, began: float | None = None) -> None:
+        """Date the outage from ``began`` (default: now) and say so, once per outage."""
+        if self._since is not None:
+            return
+        now = asyncio.get_running_loop().time()
+        self._since = now if began is None else min(began, now)
+        self.outages += 1
+        if self.never_reached:
+            tried = f"{self.tried}; " if self.tried else ""
+            self._log.warning(
+                "%s: broker unreachable, never reached yet (%s%s); trying for up to %gs (%s)",
+                self.who,
+                tried,
+                why,
+                round(self.budget_seconds, 1),
+                self.setting,
+            )
+            return
+        self._log.warning(
+            "%s: broker unreachable (%s); retrying for up to %.0fs",
+            self.who,
+            why,
+            self.budget_seconds,
+        )
+
     def failed(self, exc: BaseException, began: float | None = None) -> float:
         """``began``: when the failed attempt started (loop time), if it took a while -- a call
         that timed out -- so the outage is dated from then rather than from its timeout."""
         if isinstance(exc, NOT_AUTHORIZED):
             raise exc
         now = asyncio.get_running_loop().time()
-        why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        why = describe_error(exc)
         if self._since is None:
-            self._since = now if began is None else min(began, now)
-            self.outages += 1
-            self._log.warning(
-                "%s: broker unreachable (%s); retrying for up to %.0fs",
-                self.who,
-                why,
-                self.budget_seconds,
-            )
+            self.went(why, began)
         elif now - self._since > self.budget_seconds:
+            if self.never_reached:
+                tried = f": {self.tried}" if self.tried else ""
+                raise BrokerUnavailable(
+                    f"{self.who}: never reached in {now - self._since:.0f}s "
+                    f"({self.setting}={self.budget_seconds:g}){tried}; last error: {why}",
+                    never_reached=True,
+                ) from exc
             raise BrokerUnavailable(
                 f"{self.who}: the broker has been unreachable for {now - self._since:.0f}s "
                 f"(budget {self.budget_seconds:.0f}s, TURNLOG_BROKER_TIMEOUT); last error: {why}"
@@ -108,6 +151,19 @@ class BrokerOutage:
             self._log.warning("%s: broker reachable again after %.1fs; continuing", self.who, took)
             self._since = None
         self._backoff = 0.0
+
+
+_BOOTSTRAP_TUPLES = re.compile(r"(?<=Unable to bootstrap) from \[\(.*\)\]$")
+
+
+def describe_error(exc: BaseException) -> str:
+    """``Type: text`` of ``exc``, once (aiokafka's errors already start their text with it),
+    without the address tuples of aiokafka's "Unable to bootstrap from [...]": the line names
+    the address already."""
+    name, text = type(exc).__name__, _BOOTSTRAP_TUPLES.sub("", str(exc))
+    if not text:
+        return name
+    return text if text.startswith(f"{name}: ") or text == name else f"{name}: {text}"
 
 
 async def broker_reachable(consumer: AIOKafkaConsumer, timeout: float) -> bool:

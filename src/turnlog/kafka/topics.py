@@ -10,6 +10,7 @@ never "fixed" (altering a live topic's partitions would re-home its threads).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +20,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from turnlog.errors import BrokerUnavailable, TopicMismatch
 from turnlog.kafka import clients
+from turnlog.kafka.outage import attempt_timeout, ride_out
 from turnlog.settings import Settings
 
 # Kafka protocol error codes the readiness check reacts to.
@@ -108,18 +110,28 @@ class TopicState:
     in_sync: int = 0
 
 
-async def describe(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, TopicState]:
-    """Partition counts and configs of the named topics that exist."""
-    found: dict[str, int] = {}
-    replicas: dict[str, tuple[int, int]] = {}
+async def _layout(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, TopicState]:
+    """Partition counts and replication of the named topics that exist (no configs: this
+    takes only Describe on the topics, which every role has)."""
+    states: dict[str, TopicState] = {}
     for topic in await admin.describe_topics(names):
         if topic["error_code"] == 0:
-            found[topic["topic"]] = len(topic["partitions"])
             parts = topic["partitions"] or [{"replicas": [], "isr": []}]
-            replicas[topic["topic"]] = (
+            states[topic["topic"]] = TopicState(
+                topic["topic"],
+                len(topic["partitions"]),
+                {},
                 min(len(p["replicas"]) for p in parts),
                 min(len(p["isr"]) for p in parts),
             )
+    return states
+
+
+async def describe(admin: AIOKafkaAdminClient, names: list[str]) -> dict[str, TopicState]:
+    """Partition counts and configs of the named topics that exist."""
+    layout = await _layout(admin, names)
+    found = {name: state.partitions for name, state in layout.items()}
+    replicas = {name: (state.replication, state.in_sync) for name, state in layout.items()}
     if not found:
         return {}
     resources = [ConfigResource(ConfigResourceType.TOPIC, name) for name in found]
@@ -231,6 +243,75 @@ async def wait_for_leaders(
         if loop.time() > deadline:
             raise BrokerUnavailable(f"topics {names} had no leaders after {timeout:.0f}s")
         await asyncio.sleep(0.1)
+
+
+def lone_replica_warning(states: Mapping[str, TopicState], topics: TopicSet) -> str | None:
+    """Why a restart can lose a resume on these topics, or ``None`` when none has one replica.
+
+    A single-replica partition's controlled shutdown can lose a transaction's commit marker the
+    broker had acknowledged (KAFKA-20734; ``docs/guarantees.md``): the records of a committed
+    transaction are then aborted by the next one, so a resume is lost or a refusal is written
+    twice -- what exactly once promises not to do, and nothing a client can prevent. Said once
+    at a worker's start, with the way out, so it is not first learnt from a missing resume.
+
+    ``states`` are the topics that exist (:func:`describe`); a missing one counts as it will be
+    created, with ``topics.replication_factor`` -- so the answer does not depend on whether a
+    worker started just before or just after the first pause created the topics.
+    """
+    names = [spec.name for spec in topics.specs()]
+    single = [
+        name
+        for name in names
+        if (states[name].replication == 1 if name in states else topics.replication_factor == 1)
+    ]
+    if not single:
+        return None
+    which = f"the {topics.prefix}* topics" if len(single) == len(names) else ", ".join(single)
+    return (
+        f"{which} {'has' if len(single) == 1 else 'have'} one replica: a restart of the broker "
+        "holding it can lose a transaction's commit marker (KAFKA-20734), and with it a resume "
+        "(an answer spent, never resumed) or a refusal written twice; run three brokers with "
+        "replication factor 3 and min.insync.replicas=2, or on one node stop the workers "
+        "before the broker; check with `turnlog audit`"
+    )
+
+
+#: Where a library worker says, at start, that its topics can lose a resume.
+REPLICAS_LOG = logging.getLogger("turnlog.kafka.topics")
+
+
+async def replication_warning(settings: Settings, topics: TopicSet) -> str | None:
+    """:func:`lone_replica_warning` of the topic set as the broker has it.
+
+    Called before a worker builds its clients, it is also the worker's first contact: an
+    address that never answers is ``BrokerUnavailable`` within the first-contact budget
+    (:func:`~turnlog.kafka.outage.ride_out`), before a client exists that would need closing.
+    It asks only for the topics' metadata, which every role may read.
+    """
+    names = [spec.name for spec in topics.specs()]
+
+    async def attempt() -> dict[str, TopicState]:
+        admin = admin_client(settings)
+        try:
+            await admin.start()
+            return await _layout(admin, names)
+        finally:
+            await admin.close()
+
+    states = await ride_out(
+        attempt, settings=settings, who="resume worker", timeout=attempt_timeout(settings)
+    )
+    return lone_replica_warning(states, topics)
+
+
+async def warn_if_lone_replicas(
+    settings: Settings, topics: TopicSet, *, log: logging.Logger = REPLICAS_LOG
+) -> str | None:
+    """:func:`replication_warning`, logged once at WARNING when there is one; returns it."""
+    warning = await replication_warning(settings, topics)
+    if warning is not None:
+        log.warning("%s", warning)
+    return warning
 
 
 def admin_client(target: clients.Target, **options: Any) -> AIOKafkaAdminClient:

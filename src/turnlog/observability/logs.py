@@ -3,8 +3,8 @@
 ``configure`` sets the root handler once for a long-running verb: ``text`` (one readable line)
 or ``json`` (one object per line, with the structured fields a component passes as ``extra``:
 ``event``, ``outcome``, ``reason``, ``thread_id``, ``answer_id``, ``partition``, ``offset``,
-``change``). The Kafka client's own loggers stay at WARNING unless asked for: at DEBUG they
-write a line per fetch.
+``change``). The Kafka client's own loggers are set apart (``kafka_level``): at DEBUG they
+write a line per fetch, and at ERROR a line per reconnect attempt while the broker is away.
 
 Every line goes through :func:`scrub` last: a pause token (a compact JWT) or a PEM private key
 that reached a message -- say inside an exception's text -- is replaced before it is written.
@@ -74,7 +74,7 @@ def configure(
     stream: IO[str] | None = None,
 ) -> logging.Handler:
     """Route every log line to one handler on ``stream`` (stderr) in ``fmt``; returns it."""
-    if level.lower() not in LEVELS or kafka_level.lower() not in LEVELS:
+    if level.lower() not in LEVELS or kafka_level.lower() not in (*LEVELS, "critical"):
         raise ValueError(f"log level must be one of {', '.join(LEVELS)}")
     if fmt not in FORMATS:
         raise ValueError(f"log format must be one of {', '.join(FORMATS)}")
