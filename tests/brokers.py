@@ -15,7 +15,9 @@ broker):
     ``.bootstrap`` (all three), ``await .leader_of(topic, partition)`` (a node id, waiting for
     one to be elected), ``await .stop_node(id)`` / ``await .kill_node(id)`` /
     ``await .start_node(id)``, ``.node_bootstrap(id)``, ``.running_nodes``; ``await .stop()``
-    and ``await .start()`` for the whole cluster.
+    and ``await .start()`` for the whole cluster; ``await .until_in_sync()`` (no partition of
+    any topic under-replicated) and ``await .until_fenced(id)`` (a killed node dropped from the
+    cluster), what a rolling restart or a hard bounce waits for before the next node.
 
 Every control method is a coroutine: the code under test runs on the same event loop and must
 keep running (retrying, logging) while a broker stops or starts. Both fixtures always stop what
@@ -53,6 +55,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka import TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import AIOKafkaClient
 
 from tests.conftest import KAFKA_SCRIPT
@@ -317,6 +320,42 @@ class Cluster3:
 
         await _until(f"{self.name}: a leader of {topic}[{partition}]", elected, timeout)
         return found[-1]
+
+    async def until_in_sync(self, timeout: float = START_TIMEOUT) -> None:
+        """Return once no partition of any topic, internal ones included, is under-replicated:
+        each has a leader and its whole replica set in its ISR (a restarted node has caught up)."""
+
+        async def in_sync() -> bool:
+            admin = AIOKafkaAdminClient(
+                bootstrap_servers=self._live_bootstrap(), request_timeout_ms=5000
+            )
+            await admin.start()
+            try:
+                topics = await admin.describe_topics()
+            finally:
+                await admin.close()
+            behind = [
+                f"{t['topic']}[{p['partition']}] isr {sorted(p['isr'])} of {sorted(p['replicas'])}"
+                for t in topics
+                for p in t["partitions"]
+                if p["error_code"] != 0 or p["leader"] < 0 or set(p["isr"]) != set(p["replicas"])
+            ]
+            if behind:  # reported as the last error if it never clears
+                raise BrokerControlError(f"{len(behind)} under-replicated, e.g. {behind[:3]}")
+            return bool(topics)
+
+        await _until(f"{self.name}: every partition in sync", in_sync, timeout)
+
+    async def until_fenced(self, node_id: int, timeout: float = START_TIMEOUT) -> None:
+        """Return once the cluster no longer lists ``node_id``: the controller has fenced it
+        (its broker session expired after a SIGKILL) and moved its leaderships away."""
+
+        async def fenced() -> bool:
+            brokers, client = await _metadata(self._live_bootstrap())
+            await client.close()
+            return node_id not in brokers
+
+        await _until(f"{self.name}: node {self._check(node_id)} fenced", fenced, timeout)
 
 
 class SecureBroker:

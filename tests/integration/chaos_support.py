@@ -67,6 +67,11 @@ class ChaosConfig:
     kill_gap: tuple[float, float] = (0.05, 0.4)  # seconds between kills, at random within
     #: run once half the answers are out: the broker goes away and comes back
     outage: Callable[[], Awaitable[None]] | None = None
+    #: steps run one after another while the answers stream and the kills go on -- faults the
+    #: broker side lives through without going away, such as a node of three bounced. Step j
+    #: begins once the j-th share of the answers is out, the next answers wait for it to have
+    #: begun (so answers arrive during every step), and the kills go on until the last is done.
+    faults: tuple[Callable[[], Awaitable[None]], ...] = ()
 
 
 # -- worker slots and their transaction marks -------------------------------------------------
@@ -140,6 +145,7 @@ class ChaosResult:
     commits: dict[int, list[float]]  # partition -> sorted unix times of its commits
     publish_retries: int
     outage: tuple[float, float] | None  # unix times the broker went and came back
+    faults: tuple[tuple[float, float], ...] = ()  # unix times each fault step began and ended
     #: ``turnlog audit``'s verdict once drained, before any repair, and after ``--heal``
     audit: AuditOutcome | None = None
 
@@ -288,6 +294,9 @@ class Chaos:
         self.retries = 0
         self.broker_down = False
         self.outage: tuple[float, float] | None = None
+        self.fault_times: list[tuple[float, float]] = []
+        self._fault_go = [asyncio.Event() for _ in config.faults]  # its answers are out
+        self._fault_began = [asyncio.Event() for _ in config.faults]
         #: held by each late pause recording, and by the outage from start to end: a pause is
         #: never half-recorded when the broker goes (its token would be lost, its expiry not)
         self._recording = asyncio.Lock()
@@ -351,13 +360,13 @@ class Chaos:
         """SIGKILL a worker and restart its slot, again and again, until ``min_kills`` are done
         and the answers are all out. Two kills of three are aimed inside an open transaction.
         None while the broker is away (the workers must live through that on their own)."""
-        publishing = tasks[0]
+        publishing, faulting = tasks[0], tasks[3]
         while True:
             for task in tasks:
                 if task.done() and not task.cancelled() and task.exception() is not None:
                     await task  # raises what ended it
             self.check_alive()
-            if len(self.kills) >= self.config.min_kills and publishing.done():
+            if len(self.kills) >= self.config.min_kills and publishing.done() and faulting.done():
                 return
             await asyncio.sleep(self.rng.uniform(*self.config.kill_gap))  # a random moment
             if not self.broker_down:
@@ -450,6 +459,7 @@ class Chaos:
                 self.retries += await until_acknowledged(send)
 
             for i, chunk in enumerate(chunks):
+                await self._faults_begun_before(i, len(chunks))
                 if i == len(chunks) // 2:
                     half.set()
                 jobs = []
@@ -468,6 +478,7 @@ class Chaos:
                     p = third.pop()
                     jobs.append(publish(p, f"third-{p.token_id}"))
                 await asyncio.gather(*jobs)
+                self._chunk_out(i, len(chunks))
                 again.append(rng.sample(chunk, k=min(2, len(chunk))))
                 await asyncio.sleep(rng.uniform(0.5, 1.5) * pace)  # the next chunk comes later
                 # ... and not before the kills have kept up, so every kill finds work in flight.
@@ -505,6 +516,29 @@ class Chaos:
             finally:
                 self.broker_down = False
                 self.outage = (went, time.time())
+
+    def _fault_chunk(self, step: int, chunks: int) -> int:
+        """The chunk of answers after which fault step ``step`` begins (spread evenly)."""
+        return step * chunks // len(self.config.faults)
+
+    async def _faults_begun_before(self, chunk: int, chunks: int) -> None:
+        """Chunk ``chunk`` waits for every fault step due before it to have begun."""
+        for step, began in enumerate(self._fault_began):
+            if self._fault_chunk(step, chunks) < chunk:
+                await began.wait()
+
+    def _chunk_out(self, chunk: int, chunks: int) -> None:
+        for step, go in enumerate(self._fault_go):
+            if self._fault_chunk(step, chunks) == chunk:
+                go.set()
+
+    async def _run_faults(self) -> None:
+        for step, fault in enumerate(self.config.faults):
+            await self._fault_go[step].wait()
+            began = time.time()
+            self._fault_began[step].set()
+            await fault()
+            self.fault_times.append((began, time.time()))
 
     # -- the whole run -----------------------------------------------------------------------
 
@@ -554,12 +588,14 @@ class Chaos:
             asyncio.create_task(self._publish(answered, competing, misrouted, half)),
             asyncio.create_task(self._record_late_expiring()),
             asyncio.create_task(self._broker_outage(half)),
+            asyncio.create_task(self._run_faults()),
         ]
         try:
             await self._kill_until_done(tasks)
             await tasks[0]
             late = await tasks[1]
             await tasks[2]
+            await tasks[3]
             for p in self.publishers:
                 if await p.wait(timeout=150) != 0:
                     raise AssertionError(f"a publisher failed:\n{p.tail()}")
@@ -593,6 +629,7 @@ class Chaos:
             commits=self._commits(),
             publish_retries=self.retries,
             outage=self.outage,
+            faults=tuple(self.fault_times),
             audit=audit,
         )
 
