@@ -81,6 +81,35 @@ def test_a_java_scram_client_properties_works_unchanged(pki: Path) -> None:
     assert context.verify_mode == ssl.CERT_REQUIRED
 
 
+def test_the_issue_30_file_a_scram_cluster_with_a_pkcs12_truststore(pki: Path) -> None:
+    """Refused before as "a password-protected (JKS/PKCS12) truststore cannot be read"."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    ca = x509.load_pem_x509_certificate((pki / "ca.pem").read_bytes())
+    (pki / "ca.p12").write_bytes(
+        pkcs12.serialize_java_truststore(
+            [pkcs12.PKCS12Certificate(ca, b"ca")],
+            serialization.BestAvailableEncryption(PASSWORD.encode()),
+        )
+    )
+    text = SCRAM_PROPERTIES.replace(
+        "ssl.truststore.type=PEM\nssl.truststore.location=ca.pem\n",
+        f"ssl.truststore.type=PKCS12\nssl.truststore.location=ca.p12\n"
+        f"ssl.truststore.password={PASSWORD}\n",
+    )
+    assert "ca.p12" in text
+    (pki / "p12.properties").write_text(text)
+    security = KafkaSecurity.from_env({}, config_file=pki / "p12.properties")
+    assert (security.mechanism, security.username) == ("SCRAM-SHA-512", "alice")
+    assert security.truststore == pki / "ca.p12"
+    assert security.material.cadata == ca.public_bytes(serialization.Encoding.PEM).decode()
+    options = clients.client_options(as_settings(security), "turnlog-x")
+    assert options["ssl_context"].verify_mode == ssl.CERT_REQUIRED
+    assert PASSWORD not in repr(security) + security.describe()
+
+
 def as_settings(security: KafkaSecurity) -> Settings:
     return Settings(bootstrap_servers=security.bootstrap_servers or "x:1", kafka=security)
 
@@ -155,6 +184,7 @@ def test_variables_override_the_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "named"),
     [
+        # A store that is not there; a store password without a store; a chain without a key.
         ("ssl.truststore.location=/etc/kafka/truststore.jks", "ssl.truststore.location"),
         ("ssl.truststore.password=changeit", "ssl.truststore.password"),
         (
@@ -171,7 +201,8 @@ def test_variables_override_the_file(tmp_path: Path) -> None:
             "sasl.jaas.config=com.sun.security.auth.module.Krb5LoginModule required;",
             "sasl.jaas.config",
         ),
-        ("ssl.keystore.key=-----BEGIN", "ssl.keystore.key"),
+        ("ssl.keystore.key=-----BEGIN", "ssl.keystore.certificate.chain"),
+        ("ssl.keystore.type=PEM\nssl.keystore.password=changeit", "ssl.keystore.password"),
         ("ssl.cipher.suites=TLS_AES_128_GCM_SHA256", "ssl.cipher.suites"),
         ("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256", "sasl.jaas.config"),
         ("security.protocol=TLS", "security.protocol"),

@@ -75,25 +75,35 @@ def connection(target: Target) -> KafkaConnection:
 
 
 def ssl_context(security: KafkaSecurity) -> ssl.SSLContext:
-    """The TLS context of ``security``: its CA (else the system's), its client certificate."""
+    """The TLS context of ``security``: its CAs (else the system's), its client certificate.
+
+    PKCS12 stores and inline PEM were read when ``security`` was made (``kafka/keystores.py``,
+    so a wrong store password is refused at start): their CAs arrive here as PEM text, and a
+    keystore's key and chain are loaded from memory -- no client reads a store again.
+    """
+    material = security.material
     password = security.key_password.reveal() if security.key_password else None
     try:
         context: ssl.SSLContext = create_ssl_context(
             cafile=security.ca_file,
-            cadata=security.ca_data,
+            cadata=material.cadata,
             certfile=security.cert_file,
             keyfile=security.key_file,
             password=password,
         )
+        if material.client is not None:
+            material.client.load_into(context)
     except (OSError, ssl.SSLError) as exc:
         # Name the file, never the password (an SSLError for a wrong one says only "bad decrypt").
         files = [str(p) for p in (security.ca_file, security.cert_file, security.key_file) if p]
+        if material.client is not None:
+            files.append(material.client.origin)
         raise SettingError(
             f"TLS material ({security.source})",
             ", ".join(files) or "inline CA",
             f"cannot be loaded: {type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}",
         ) from None
-    if security.ca_file is None and security.ca_data is None:
+    if security.ca_file is None and material.cadata is None:
         context.load_default_certs()
     context.check_hostname = security.check_hostname
     return context

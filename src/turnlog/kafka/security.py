@@ -3,11 +3,20 @@
 Pure (no aiokafka): ``settings.py`` holds it, ``kafka/clients.py`` turns it into client arguments.
 A team already has a Java ``client.properties`` for its cluster (``kafka-console-consumer
 --consumer.config``); ``from_properties`` reads that file unchanged, maps every key aiokafka can
-honour and refuses by name the ones it cannot (a JKS truststore, Kerberos), because a silently
+honour and refuses by name the ones it cannot (a JKS store, Kerberos), because a silently
 ignored ``ssl.`` or ``sasl.`` key is a connection that fails later as "not reachable".
+
+Key and trust stores (PKCS12 with its password, PEM inline) are read when the value is made
+(``kafka/keystores.py``): a wrong password or a JKS store is refused at start, naming the
+setting, and every client then takes the same material from memory.
 
 Passwords are :class:`Secret`: their ``repr`` and ``str`` are ``***``, so no log line, error or
 ``--json`` output built from the value can carry one.
+
+It is one module, over the usual length, because the value and its three sources -- the
+client.properties keys, the ``TURNLOG_KAFKA_*`` variables, the library's fields -- must map
+onto each other exactly, and every refusal names the setting it came from (``origins``); split,
+a key added to one source would be missed by another.
 """
 
 from __future__ import annotations
@@ -20,6 +29,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from turnlog.errors import SettingError
+from turnlog.kafka import keystores
+from turnlog.kafka.keystores import StoreNames, TlsMaterial
 
 PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -59,13 +70,42 @@ ENV: Final[Mapping[str, str]] = {
     "cert_file": "TURNLOG_KAFKA_SSL_CERT_FILE",
     "key_file": "TURNLOG_KAFKA_SSL_KEY_FILE",
     "key_password": "TURNLOG_KAFKA_SSL_KEY_PASSWORD",
+    # The Java keys' own names, upper-cased: ssl.truststore.location -> ..._SSL_TRUSTSTORE_LOCATION.
+    "truststore": "TURNLOG_KAFKA_SSL_TRUSTSTORE_LOCATION",
+    "truststore_type": "TURNLOG_KAFKA_SSL_TRUSTSTORE_TYPE",
+    "truststore_password": "TURNLOG_KAFKA_SSL_TRUSTSTORE_PASSWORD",
+    "ca_data": "TURNLOG_KAFKA_SSL_TRUSTSTORE_CERTIFICATES",
+    "keystore": "TURNLOG_KAFKA_SSL_KEYSTORE_LOCATION",
+    "keystore_type": "TURNLOG_KAFKA_SSL_KEYSTORE_TYPE",
+    "keystore_password": "TURNLOG_KAFKA_SSL_KEYSTORE_PASSWORD",
+    "cert_data": "TURNLOG_KAFKA_SSL_KEYSTORE_CERTIFICATE_CHAIN",
+    "key_data": "TURNLOG_KAFKA_SSL_KEYSTORE_KEY",
     "check_hostname": "TURNLOG_KAFKA_SSL_CHECK_HOSTNAME",
     "client_id": "TURNLOG_KAFKA_CLIENT_ID",
     "token_provider": "TURNLOG_KAFKA_OAUTH_TOKEN_PROVIDER",
 }
 CONFIG_ENV: Final = "TURNLOG_KAFKA_CONFIG"
-_SECRETS: Final = frozenset({"password", "key_password"})
-_PATHS: Final = frozenset({"ca_file", "cert_file", "key_file"})
+_SECRETS: Final = frozenset(
+    {"password", "key_password", "truststore_password", "keystore_password", "key_data"}
+)
+_PATHS: Final = frozenset({"ca_file", "cert_file", "key_file", "truststore", "keystore"})
+_TYPES: Final = frozenset({"truststore_type", "keystore_type"})
+#: The client.properties key of each TLS field, for messages about a field that is not set.
+_JAVA_KEYS: Final[Mapping[str, str]] = {
+    "truststore": "ssl.truststore.location",
+    "truststore_type": "ssl.truststore.type",
+    "truststore_password": "ssl.truststore.password",
+    "ca_file": "ssl.truststore.location",
+    "ca_data": "ssl.truststore.certificates",
+    "keystore": "ssl.keystore.location",
+    "keystore_type": "ssl.keystore.type",
+    "keystore_password": "ssl.keystore.password",
+    "cert_file": "ssl.keystore.location",
+    "key_file": "ssl.key.location",
+    "cert_data": "ssl.keystore.certificate.chain",
+    "key_data": "ssl.keystore.key",
+    "key_password": "ssl.key.password",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +121,22 @@ class KafkaSecurity:
     ca_data: str | None = None
     cert_file: Path | None = None
     key_file: Path | None = None
+    #: The password of the client's private key (``ssl.key.password``): of a PEM key, or of a
+    #: PKCS12 keystore's key (which is then its store's password too).
     key_password: Secret | None = None
+    #: A truststore file not declared PEM (``ssl.truststore.location``): PKCS12, or PEM text,
+    #: judged by its bytes; ``truststore_type`` is the declared type (``None``: not declared).
+    truststore: Path | None = None
+    truststore_type: str | None = None
+    truststore_password: Secret | None = None
+    #: A client keystore file (``ssl.keystore.location``) not declared PEM: PKCS12 (mutual TLS).
+    keystore: Path | None = None
+    keystore_type: str | None = None
+    keystore_password: Secret | None = None
+    #: Inline PEM client certificate chain and key (``ssl.keystore.certificate.chain`` and
+    #: ``ssl.keystore.key``, with ``ssl.keystore.type=PEM``); ``key_password`` decrypts the key.
+    cert_data: str | None = None
+    key_data: Secret | None = None
     check_hostname: bool = True
     client_id: str | None = None
     #: An aiokafka ``AbstractTokenProvider`` for OAUTHBEARER (the hook: your code fetches tokens).
@@ -90,6 +145,13 @@ class KafkaSecurity:
     bootstrap_servers: str | None = None
     #: Where the values came from (``--kafka-config FILE``, variables), for messages.
     source: str = "defaults"
+    #: The setting each field came from, as a message names it (``ssl.truststore.password
+    #: (--kafka-config FILE)``, ``TURNLOG_KAFKA_SSL_TRUSTSTORE_PASSWORD``); see :meth:`setting`.
+    origins: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+    #: The stores, read once by ``__post_init__``: what ``kafka/clients.py`` loads.
+    _material: TlsMaterial = field(
+        default_factory=TlsMaterial, init=False, compare=False, repr=False
+    )
 
     def __post_init__(self) -> None:
         where = self.source
@@ -118,6 +180,107 @@ class KafkaSecurity:
             raise SettingError(
                 f"ssl.key.location ({where})", str(self.key_file), "needs a certificate file too"
             )
+        object.__setattr__(self, "_material", self._read_stores())
+
+    def _read_stores(self) -> TlsMaterial:
+        """Check how the TLS fields combine, as Java does, and read the stores they name."""
+        named = self.setting
+        hidden = "…"
+        clients = [f for f in ("keystore", "cert_file", "cert_data") if getattr(self, f)]
+        if len(clients) > 1:
+            raise SettingError(
+                named(clients[1]),
+                hidden,
+                f"and {named(clients[0])} both give the client certificate: give one",
+            )
+        if (self.cert_data is None) != (self.key_data is None):
+            pair = ("cert_data", "key_data")
+            have, missing = pair if self.key_data is None else pair[::-1]
+            raise SettingError(named(missing), "", f"is needed with {named(have)}")
+        if self.truststore_password is not None and self.truststore is None:
+            why = (
+                "a PEM truststore has no password (Java refuses it too): leave it unset"
+                if self.ca_file is not None or self.ca_data is not None
+                else f"is set, but {named('truststore')} names no truststore"
+            )
+            raise SettingError(named("truststore_password"), hidden, why)
+        if self.keystore_password is not None and self.keystore is None:
+            why = (
+                "a PEM keystore has no store password (Java refuses it too): "
+                f"its key's password is {_bare(named('key_password'))}"
+                if self.cert_file is not None or self.cert_data is not None
+                else f"is set, but {named('keystore')} names no keystore"
+            )
+            raise SettingError(named("keystore_password"), hidden, why)
+        for kind, path in (("truststore", self.ca_file), ("keystore", self.cert_file)):
+            if path is not None:
+                keystores.check_pem_file(
+                    path, self._names(kind, "ca_file" if kind == "truststore" else "cert_file")
+                )
+        cadata: list[str] = []
+        if self.ca_data is not None:
+            cadata.append(keystores.pem_certificates(self.ca_data, named("ca_data")))
+        if self.truststore is not None:
+            cadata.append(
+                keystores.read_truststore(
+                    self.truststore,
+                    self.truststore_type,
+                    _reveal(self.truststore_password),
+                    self._names("truststore"),
+                )
+            )
+        client = None
+        if self.keystore is not None:
+            client = keystores.read_keystore(
+                self.keystore,
+                self.keystore_type,
+                _reveal(self.keystore_password),
+                _reveal(self.key_password),
+                self._names("keystore"),
+            )
+        elif self.cert_data is not None and self.key_data is not None:
+            client = keystores.pem_keystore(
+                self.cert_data,
+                self.key_data.reveal(),
+                _reveal(self.key_password),
+                named("cert_data"),
+                named("key_password"),
+                "inline PEM",
+                key_name=named("key_data"),
+            )
+        return TlsMaterial(cadata="".join(cadata) or None, client=client)
+
+    def setting(self, name: str) -> str:
+        """How a message names field ``name``: the key or variable it came from, or -- not
+        set -- the one it would come from, beside the store it belongs to."""
+        if name in self.origins:
+            return self.origins[name]
+        anchor = next(
+            (self.origins[f] for f in _ANCHORS.get(name, ()) if f in self.origins),
+            None,
+        )
+        if anchor is not None and anchor.startswith("TURNLOG_") and name in ENV:
+            return ENV[name]
+        if anchor is not None and " (" in anchor and name in _JAVA_KEYS:
+            return f"{_JAVA_KEYS[name]} ({anchor.split(' (', 1)[1]}"
+        return f"KafkaSecurity.{name}"
+
+    def _names(self, store: str, location: str | None = None) -> StoreNames:
+        where = self.setting(location or store)
+        kind = self.setting(f"{store}_type")
+        return StoreNames(
+            location=where,
+            password=self.setting(f"{store}_password"),
+            type=kind,
+            key_password=self.setting("key_password"),
+            location_key=_bare(where),
+            type_key=_bare(kind),
+        )
+
+    @property
+    def material(self) -> TlsMaterial:
+        """The CAs and the client certificate the stores hold, read when this value was made."""
+        return self._material
 
     @property
     def tls(self) -> bool:
@@ -128,7 +291,12 @@ class KafkaSecurity:
         parts = [self.protocol]
         if self.protocol.startswith("SASL_"):
             parts.append(f"{self.mechanism}" + (f" as {self.username}" if self.username else ""))
-        if self.cert_file is not None:
+        if self.truststore is not None:
+            parts.append(f"truststore {self.truststore}")
+        client = self._material.client
+        if client is not None:
+            parts.append(f"client certificate {client.subject} ({self.keystore or 'inline PEM'})")
+        elif self.cert_file is not None:
             parts.append(f"client certificate {self.cert_file}")
         return " ".join(parts)
 
@@ -143,19 +311,28 @@ class KafkaSecurity:
         if path is None and env.get(CONFIG_ENV):
             path = Path(env[CONFIG_ENV])
         values: dict[str, Any] = {}
+        origins: dict[str, str] = {}
         source = "environment"
         if path is not None:
-            values = _file_values(path)
+            values = _file_values(path, origins)
             source = f"--kafka-config {path}"
+        for store in ("truststore", "keystore"):
+            if env.get(ENV[store]) or env.get(ENV[f"{store}_type"]):
+                _replace_files_store(store, values, origins, env)
         for name, variable in ENV.items():
             raw = env.get(variable)
             if raw is None or raw == "":
                 continue
             source = f"{source}, {variable}" if path is not None else "TURNLOG_KAFKA_*"
+            origins[name] = variable
             if name in _SECRETS:
                 values[name] = Secret(raw)
             elif name in _PATHS:
                 values[name] = Path(raw)
+            elif name in _TYPES:
+                values[name] = raw.strip().upper()
+            elif name in ("ca_data", "cert_data"):
+                values[name] = raw
             elif name == "check_hostname":
                 values[name] = _boolean(variable, raw)
             elif name == "token_provider":
@@ -166,7 +343,52 @@ class KafkaSecurity:
                 values[name] = raw.strip()
         if not values:
             return cls()
-        return cls(source=source, **values)
+        return cls(source=source, origins=origins, **values)
+
+
+#: The fields whose setting names an unset field's setting (its store's location, first).
+_ANCHORS: Final[Mapping[str, tuple[str, ...]]] = {
+    "truststore_password": ("truststore", "ca_file", "ca_data"),
+    "truststore_type": ("truststore", "ca_file", "ca_data"),
+    "keystore_password": ("keystore", "cert_file", "cert_data"),
+    "keystore_type": ("keystore", "cert_file", "cert_data"),
+    "key_password": ("keystore", "cert_data", "key_data", "cert_file"),
+    "key_data": ("cert_data",),
+    "cert_data": ("key_data",),
+    "truststore": ("truststore_password", "truststore_type"),
+    "keystore": ("keystore_password", "keystore_type", "key_password"),
+}
+
+
+def _bare(label: str) -> str:
+    """``ssl.truststore.type (--kafka-config f)`` -> ``ssl.truststore.type``."""
+    return label.split(" (", 1)[0]
+
+
+def _reveal(secret: Secret | None) -> str | None:
+    return secret.reveal() if secret is not None else None
+
+
+def _replace_files_store(
+    store: str, values: dict[str, Any], origins: dict[str, str], env: Mapping[str, str]
+) -> None:
+    """A ``TURNLOG_KAFKA_SSL_<STORE>_LOCATION`` or ``_TYPE`` variable overrides the file's
+    ``ssl.<store>.location``/``.type``, whichever field the file's type had put it in (a PEM
+    location is ``ca_file``/``cert_file``, any other ``truststore``/``keystore``)."""
+    key = f"ssl.{store}.location "
+    pem_fields = ("ca_file",) if store == "truststore" else ("cert_file", "key_file")
+    from_file = [f for f in pem_fields if origins.get(f, "").startswith(key)]
+    # Only the type changes: the file's location moves to the field that reads any type.
+    if not env.get(ENV[store]) and from_file and store not in values:
+        values[store] = values[from_file[0]]
+        origins[store] = origins[from_file[0]]
+    for name in from_file:
+        values.pop(name, None)
+        origins.pop(name, None)
+    kind = f"{store}_type"
+    if env.get(ENV[store]) and not env.get(ENV[kind]) and kind in values:
+        values.pop(kind)  # the variable's file is judged by its own bytes
+        origins.pop(kind, None)
 
 
 def _one_of(choices: tuple[str, ...]) -> str:
@@ -258,25 +480,12 @@ _REFUSED: Final[Mapping[str, str]] = {
         f"a Java callback cannot run here: give a Python token provider in {ENV['token_provider']}"
     ),
     "sasl.client.callback.handler.class": "a Java callback cannot run here",
-    "ssl.keystore.certificate.chain": (
-        "inline keystore PEM is not supported: put the certificate and key in a file "
-        "(ssl.keystore.location with ssl.keystore.type=PEM)"
-    ),
-    "ssl.keystore.key": (
-        "inline keystore PEM is not supported: put the certificate and key in a file "
-        "(ssl.keystore.location with ssl.keystore.type=PEM)"
-    ),
-    "ssl.truststore.password": "a password-protected (JKS/PKCS12) truststore cannot be read",
-    "ssl.keystore.password": (
-        "a JKS/PKCS12 keystore cannot be read: use ssl.keystore.type=PEM "
-        "(ssl.key.password protects its key)"
-    ),
     "ssl.providers": "custom JSSE providers are Java-only",
     "ssl.engine.factory.class": "custom SSL engines are Java-only",
 }
 
 
-def _file_values(path: Path) -> dict[str, Any]:
+def _file_values(path: Path, origins: dict[str, str]) -> dict[str, Any]:
     where = f"--kafka-config {path}"
     try:
         text = path.read_text(encoding="utf-8")
@@ -284,13 +493,17 @@ def _file_values(path: Path) -> dict[str, Any]:
         raise SettingError(
             "--kafka-config", str(path), f"cannot be read ({exc.strerror})"
         ) from None
-    return properties_values(parse_properties(text), where, base=path.parent)
+    return properties_values(parse_properties(text), where, base=path.parent, origins=origins)
 
 
-def properties_values(props: Mapping[str, str], where: str, *, base: Path) -> dict[str, Any]:
+def properties_values(
+    props: Mapping[str, str], where: str, *, base: Path, origins: dict[str, str] | None = None
+) -> dict[str, Any]:
     """The :class:`KafkaSecurity` fields a client.properties mapping sets (Java and librdkafka
-    key names both); a key turnlog cannot honour raises :class:`SettingError` naming it."""
+    key names both); a key turnlog cannot honour raises :class:`SettingError` naming it.
+    ``origins`` receives the key each field came from, for :meth:`KafkaSecurity.setting`."""
     values: dict[str, Any] = {}
+    origin: dict[str, str] = {} if origins is None else origins
 
     def path_of(key: str) -> Path:
         p = Path(props[key]).expanduser()
@@ -304,61 +517,79 @@ def properties_values(props: Mapping[str, str], where: str, *, base: Path) -> di
         if key in _REFUSED:
             raise refuse(key, _REFUSED[key])
     for key, value in props.items():
-        if key == "security.protocol":
-            values["protocol"] = value.strip().upper()
-        elif key == "sasl.mechanism":
-            if value.strip().upper() == "GSSAPI":
-                raise refuse(key, "Kerberos (GSSAPI) is not supported by turnlog")
-            values["mechanism"] = value.strip().upper()
-        elif key == "sasl.jaas.config":
-            values.update(_jaas(value, refuse))
-        elif key == "sasl.username":
-            values["username"] = value
-        elif key == "sasl.password":
-            values["password"] = Secret(value)
-        elif key == "ssl.truststore.location":
-            kind = props.get("ssl.truststore.type", "JKS").strip().upper()
-            if kind != "PEM":
-                raise refuse(
-                    key,
-                    f"a {kind} truststore cannot be read: convert it to PEM "
-                    "(keytool -exportcert -rfc) and set ssl.truststore.type=PEM",
-                )
-            values["ca_file"] = path_of(key)
-        elif key == "ssl.truststore.certificates":
-            values["ca_data"] = value
-        elif key in ("ssl.ca.location", "ssl.ca.pem"):
-            if key == "ssl.ca.pem":
-                values["ca_data"] = value
-            else:
-                values["ca_file"] = path_of(key)
-        elif key == "ssl.keystore.location":
-            kind = props.get("ssl.keystore.type", "JKS").strip().upper()
-            if kind != "PEM":
-                raise refuse(
-                    key,
-                    f"a {kind} keystore cannot be read: export the certificate and key to one "
-                    "PEM file and set ssl.keystore.type=PEM",
-                )
-            values["cert_file"] = values["key_file"] = path_of(key)
-        elif key == "ssl.certificate.location":
-            values["cert_file"] = path_of(key)
-        elif key == "ssl.key.location":
-            values["key_file"] = path_of(key)
-        elif key == "ssl.key.password":
-            values["key_password"] = Secret(value)
-        elif key == "ssl.endpoint.identification.algorithm":
-            values["check_hostname"] = value.strip().lower() == "https"
-        elif key == "enable.ssl.certificate.verification":
-            if value.strip().lower() == "false":
-                raise refuse(key, "turning certificate verification off is not supported")
-        elif key == "client.id":
-            values["client_id"] = value.strip()
-        elif key == "bootstrap.servers":
-            values["bootstrap_servers"] = value.strip()
-        elif key.startswith(("ssl.", "sasl.", "security.")) and not _IGNORED.match(key):
-            raise refuse(key, "is not supported by turnlog's Kafka client (aiokafka)")
+        before = dict(values)
+        _one_key(key, value, props, values, path_of, refuse)
+        for name, now in values.items():
+            if before.get(name) is not now:
+                # A store's type is set with its location, but comes from its own key.
+                origin[name] = f"{_JAVA_KEYS[name] if name in _TYPES else key} ({where})"
     return values
+
+
+def _one_key(
+    key: str,
+    value: str,
+    props: Mapping[str, str],
+    values: dict[str, Any],
+    path_of: Any,
+    refuse: Any,
+) -> None:
+    """Set the fields of one client.properties key in ``values``, or refuse it."""
+    if key == "security.protocol":
+        values["protocol"] = value.strip().upper()
+    elif key == "sasl.mechanism":
+        if value.strip().upper() == "GSSAPI":
+            raise refuse(key, "Kerberos (GSSAPI) is not supported by turnlog")
+        values["mechanism"] = value.strip().upper()
+    elif key == "sasl.jaas.config":
+        values.update(_jaas(value, refuse))
+    elif key == "sasl.username":
+        values["username"] = value
+    elif key == "sasl.password":
+        values["password"] = Secret(value)
+    elif key in ("ssl.truststore.location", "ssl.keystore.location"):
+        store = key.split(".")[1]
+        declared = props.get(f"ssl.{store}.type", "").strip().upper() or None
+        if declared == "PEM" and store == "truststore":
+            values["ca_file"] = path_of(key)
+        elif declared == "PEM":
+            values["cert_file"] = values["key_file"] = path_of(key)
+        else:  # PKCS12, or JKS (Java's default), judged by the bytes when read
+            values[store] = path_of(key)
+            if declared is not None:
+                values[f"{store}_type"] = declared
+    elif key == "ssl.truststore.password":
+        values["truststore_password"] = Secret(value)
+    elif key == "ssl.keystore.password":
+        values["keystore_password"] = Secret(value)
+    elif key == "ssl.truststore.certificates":
+        values["ca_data"] = value
+    elif key == "ssl.keystore.certificate.chain":
+        values["cert_data"] = value
+    elif key == "ssl.keystore.key":
+        values["key_data"] = Secret(value)
+    elif key in ("ssl.ca.location", "ssl.ca.pem"):
+        if key == "ssl.ca.pem":
+            values["ca_data"] = value
+        else:
+            values["ca_file"] = path_of(key)
+    elif key == "ssl.certificate.location":
+        values["cert_file"] = path_of(key)
+    elif key == "ssl.key.location":
+        values["key_file"] = path_of(key)
+    elif key == "ssl.key.password":
+        values["key_password"] = Secret(value)
+    elif key == "ssl.endpoint.identification.algorithm":
+        values["check_hostname"] = value.strip().lower() == "https"
+    elif key == "enable.ssl.certificate.verification":
+        if value.strip().lower() == "false":
+            raise refuse(key, "turning certificate verification off is not supported")
+    elif key == "client.id":
+        values["client_id"] = value.strip()
+    elif key == "bootstrap.servers":
+        values["bootstrap_servers"] = value.strip()
+    elif key.startswith(("ssl.", "sasl.", "security.")) and not _IGNORED.match(key):
+        raise refuse(key, "is not supported by turnlog's Kafka client (aiokafka)")
 
 
 def _jaas(value: str, refuse: Any) -> dict[str, Any]:
