@@ -72,12 +72,12 @@ async def worker(
             instance_id=instance_id,
         )
         interrupts.on_stop(resume.request_stop)
+        if warning is not None:  # before the line that says it runs: nothing comes between
+            err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
         err.print(
             f"worker {settings.application_id} on {settings.connection.describe()}; Ctrl-C stops",
             soft_wrap=True,
         )
-        if warning is not None:
-            err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
         try:
             # Ready once it owns (fenced and restored) every partition the group gave it.
             async with serving(metrics_port, lambda: resume.ready):
@@ -157,12 +157,15 @@ async def replay(
     ctx: typer.Context, as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None
 ) -> None:
     """Rebuild the store from the topics (earliest offsets) and print its digest."""
-    from turnlog.kafka.outage import ride_out
+    from turnlog.kafka.outage import reach, ride_out
     from turnlog.kafka.topics import TopicSet
     from turnlog.projections.projector import Progress as Step
     from turnlog.projections.projector import rebuild
 
     settings = run_state(ctx).settings
+    # The rebuild's projector retries on its own, for the outage budget: an address that never
+    # answered is told apart first, within the first-contact budget.
+    await reach(settings, who="replay")
     started = time.monotonic()
     bar = Progress(
         TextColumn("replay"),
