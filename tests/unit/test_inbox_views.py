@@ -21,12 +21,17 @@ from turnlog.inbox.views import (
     ANSWERED,
     EXPIRED,
     PENDING,
+    SUMMARY_CHARS,
     Question,
     Shown,
+    clip,
     duration,
+    hidden_characters,
+    json_text,
     pause_view,
     pending_for,
     questions_of,
+    visible,
 )
 from turnlog.projections.store import Store
 from turnlog.wire.codec import encode
@@ -111,7 +116,7 @@ def test_one_pause_says_whether_it_is_pending_answered_or_expired(store: Store) 
     assert spent is not None and spent.status == EXPIRED
 
 
-def test_a_pause_shows_its_question_or_its_call_with_long_values_folded(store: Store) -> None:
+def test_a_pause_shows_its_question_or_its_call_each_argument_whole(store: Store) -> None:
     asked = pause_view(store, "t1", NOW)
     assert asked is not None
     assert asked.summary == "about old-a?"
@@ -124,8 +129,9 @@ def test_a_pause_shows_its_question_or_its_call_with_long_values_folded(store: S
     assert call is not None
     assert call.summary == "approve deploy" and call.tool == "deploy"
     service, notes = call.shown_arguments
-    assert service == Shown("service", "billing") and not service.folded
-    assert notes.folded and notes.short == "x" * 80 + "…"
+    assert service == Shown("service", "billing") and not service.more
+    assert notes.text == "x" * 200  # whole: the page an approval is given on shows it all
+    assert notes.preview == "x" * 80 and notes.more == "120 more characters"  # the list says
     assert json.loads(call.arguments_text) == {"service": "billing", "notes": "x" * 200}
 
 
@@ -153,3 +159,86 @@ def test_questions_are_read_from_either_request_shape() -> None:
 )
 def test_durations_read_in_two_units(seconds: int, shown: str) -> None:
     assert duration(timedelta(seconds=seconds)) == shown
+
+
+# -- what a pause says, made visible (issue 29: an approval spoofed with Unicode controls) ------
+
+SPOOFED = {
+    "to_account": "DE00 1111 \u202e9999 0000",
+    "amount_eur": "100\u202e00001",
+    "recipient": "bob@\u202emoc.live\u202c.example.com",
+}
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        ("DE00 1111 \u202e9999 0000", "DE00 1111 ⟨U+202E⟩9999 0000"),
+        ("100\u202e00001", "100⟨U+202E⟩00001"),
+        ("bob@\u202emoc.live\u202c.example.com", "bob@⟨U+202E⟩moc.live⟨U+202C⟩.example.com"),
+        ("Delete the \u202etseT database?", "Delete the ⟨U+202E⟩tseT database?"),
+        ("a\u2066b\u2069c\u200ed\u200fe\u061cf", "a⟨U+2066⟩b⟨U+2069⟩c⟨U+200E⟩d⟨U+200F⟩e⟨U+061C⟩f"),
+        ("pay\u200bpal\u200c\u200d\ufeff", "pay⟨U+200B⟩pal⟨U+200C⟩⟨U+200D⟩⟨U+FEFF⟩"),
+        ("soft\u00adhyphen, tag\U000e0041", "soft⟨U+00AD⟩hyphen, tag⟨U+E0041⟩"),
+        ("bell\x07 del\x7f c1\x85 nul\x00", "bell⟨U+0007⟩ del⟨U+007F⟩ c1⟨U+0085⟩ nul⟨U+0000⟩"),
+        ("line\u2028para\u2029", "line⟨U+2028⟩para⟨U+2029⟩"),
+        ("filler\u3164 cgj\u034f", "filler⟨U+3164⟩ cgj⟨U+034F⟩"),
+        ("lone \ud800 surrogate", "lone ⟨U+D800⟩ surrogate"),
+        ("two\nlines\tand a tab\r", "two⟨U+000A⟩lines⟨U+0009⟩and a tab⟨U+000D⟩"),
+        ("plain text, é, 日本, emoji 🎉, nbsp\u00a0", "plain text, é, 日本, emoji 🎉, nbsp\u00a0"),
+    ],
+)
+def test_controls_and_format_characters_are_written_out(raw: str, shown: str) -> None:
+    assert visible(raw) == shown
+    assert visible(shown) == shown  # idempotent: a filter applied twice changes nothing more
+
+
+def test_multi_line_text_keeps_its_newlines_and_tabs_and_nothing_else() -> None:
+    assert visible("ls -la\n\trm -rf /", multiline=True) == "ls -la\n\trm -rf /"
+    assert visible("a\r\nb\u202e", multiline=True) == "a⟨U+000D⟩\nb⟨U+202E⟩"
+
+
+def test_every_control_and_format_character_of_unicode_is_marked() -> None:
+    """Not only the famous ones: every code point of categories Cc and Cf, in every plane."""
+    import sys
+    import unicodedata
+
+    for cp in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(cp)) in ("Cc", "Cf"):
+            assert visible(chr(cp)) == f"⟨U+{cp:04X}⟩", hex(cp)
+
+
+def test_the_warning_names_every_hidden_character_at_any_depth() -> None:
+    assert hidden_characters({"tool": "transfer_funds", "arguments": SPOOFED}) == (
+        "U+202C", "U+202E",
+    )  # fmt: skip
+    assert hidden_characters({"k\u200b": [1, None, ["x\ufeff"]]}) == ("U+200B", "U+FEFF")
+    assert hidden_characters({"q": "two\nlines\tok"}) == ()  # a newline hides nothing
+
+
+def test_the_text_to_edit_escapes_them_and_decodes_to_the_very_same_value() -> None:
+    value = {**SPOOFED, "flag": "\U000e0041", "note": "two\nlines"}
+    text = json_text(value)
+    assert "\u202e" not in text and "\\u202e" in text and "\\udb40\\udc41" in text
+    assert json.loads(text) == value
+
+
+def test_a_summary_is_clipped_with_an_ellipsis() -> None:
+    long = "Q" * 200_000
+    assert clip(long) == "Q" * SUMMARY_CHARS + "…"
+    assert clip("short") == "short"
+    assert clip("x" * SUMMARY_CHARS) == "x" * SUMMARY_CHARS
+
+
+def test_a_pause_with_hidden_characters_says_which(store: Store) -> None:
+    put(
+        store, "spoof-a", "t7", interaction=APPROVE_TOOL_CALL,
+        request={"tool": "transfer_funds", "arguments": SPOOFED},
+    )  # fmt: skip
+    spoofed = pause_view(store, "t7", NOW)
+    assert spoofed is not None and spoofed.hidden == ("U+202C", "U+202E")
+    plain = pause_view(store, "t1", NOW)
+    assert plain is not None and plain.hidden == ()
+    shell = Shown("cmd", "ls -la\nrm -rf /")
+    assert shell.lines == 2 and shell.preview == "ls -la"
+    assert shell.more == "9 more characters on 1 more line"

@@ -14,6 +14,9 @@ security headers of :class:`SecurityHeaders`):
   words), as JSON for the page's script or as a page.
 
 A pause the viewer may not answer is a 404 everywhere, the same as one that does not exist.
+Everything a pause says is rendered through :func:`~turnlog.inbox.views.visible` (a filter of
+the templates, and their ``finalize`` for whatever a template forgets), so no control or format
+character reaches a page raw.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+import jinja2
 from aiokafka.errors import KafkaError
+from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.datastructures import FormData
 from starlette.requests import Request
@@ -39,7 +44,7 @@ from turnlog.errors import TurnlogError
 from turnlog.inbox.auth import Csrf, Viewer, ViewerVerifier
 from turnlog.inbox.forms import FormProblem
 from turnlog.inbox.service import Closed, InboxService
-from turnlog.inbox.views import duration, pending_for
+from turnlog.inbox.views import clip, duration, pending_for, visible
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +127,50 @@ def _wants_json(request: Request) -> bool:
     return "application/json" in request.headers.get("accept", "")
 
 
+def _as_text(value: Any) -> str:
+    return "" if value is None else value if isinstance(value, str) else str(value)
+
+
+def _visible(value: Any) -> str:
+    """The templates' ``visible`` filter: a name (a tool, an argument, a thread, a role), every
+    control, format and invisible character marked, newlines too."""
+    return visible(_as_text(value))
+
+
+def _visible_lines(value: Any) -> str:
+    """The templates' ``visible_lines`` filter: text that may run over lines (a question, a
+    message, an argument's value), marked but for newlines and tabs."""
+    return visible(_as_text(value), multiline=True)
+
+
+def _raw_value(value: Any) -> Markup:
+    """The templates' ``raw_value`` filter, for a form field's ``value`` only (never shown):
+    escaped but not marked, so what the form sends back is exactly what the pause offered."""
+    return Markup(escape(_as_text(value)))
+
+
+def _finalize(value: Any) -> Any:
+    """Every ``{{ ... }}`` of every template passes here: text nobody filtered is marked as
+    multi-line text, so a template that forgets the filter still renders no control raw."""
+    if isinstance(value, Markup) or not isinstance(value, str):
+        return value
+    return visible(value, multiline=True)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=jinja2.select_autoescape(),
+        finalize=_finalize,
+    )
+    env.filters["visible"] = _visible
+    env.filters["visible_lines"] = _visible_lines
+    env.filters["raw_value"] = _raw_value
+    env.filters["clip"] = clip
+    env.globals["duration"] = duration
+    return env
+
+
 class _Pages:
     def __init__(
         self, service: InboxService, verify: ViewerVerifier, csrf: Csrf, heartbeat: float
@@ -130,8 +179,7 @@ class _Pages:
         self.verify = verify
         self.csrf = csrf
         self.heartbeat = heartbeat
-        self.templates = Jinja2Templates(directory=HERE / "templates")
-        self.templates.env.globals["duration"] = duration
+        self.templates = Jinja2Templates(env=_environment())
 
     # -- who is asking ----------------------------------------------------------------------------
 
@@ -333,7 +381,8 @@ class _Pages:
 
     def _said(self, request: Request, status: int, state: str, words: str) -> Response:
         if _wants_json(request):
-            return JSONResponse({"state": state, "words": words}, status_code=status)
+            shown = visible(words, multiline=True)
+            return JSONResponse({"state": state, "words": shown}, status_code=status)
         context = {"viewer": self._viewer(request), "state": state, "words": words}
         return self._render(request, "outcome.html", context, status=status)
 
@@ -349,6 +398,6 @@ class _Pages:
         if found is None:
             return self._said(request, 404, "not found", "no answer of yours by that id")
         if _wants_json(request):
-            return JSONResponse(found)
+            return JSONResponse({k: visible(v, multiline=True) for k, v in found.items()})
         context = {"viewer": viewer, "state": found["state"], "words": found.get("words", "")}
         return self._render(request, "outcome.html", context)

@@ -2,7 +2,7 @@
 
 On the local broker, under a topic prefix of its own: three turns pause for the demo viewer's
 tenant (an ``ask_user`` with choices, one asking for free text, and a tool call awaiting
-approval, with a long argument to fold) and one for another tenant, which the demo viewer never
+approval, with a long argument shown whole) and one for another tenant, which the demo viewer never
 sees. A projector, a resume worker and a stand-in agent run in this process, so an answer given
 in the browser really resumes its turn -- the terminal prints each resumed turn's new tool
 message. The page is served until the stop event; then everything the demo made is deleted.

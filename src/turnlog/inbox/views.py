@@ -9,7 +9,9 @@ nobody.
 
 from __future__ import annotations
 
+import functools
 import json
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -27,8 +29,22 @@ from turnlog.wire.codec import decode
 #: The most pauses one list shows (oldest first); filters narrow it further.
 LIST_LIMIT: Final = 200
 
-#: Values longer than this are folded (a <details> the reader opens).
-FOLD_AT: Final = 80
+#: A summary (the list's link, a page's title) is clipped to this many characters; the pause's
+#: page shows the whole question.
+SUMMARY_CHARS: Final = 200
+
+#: The list shows an argument's first line up to this many characters, and says how much more
+#: there is; the pause's page, where a call is approved, shows every argument whole.
+PREVIEW_CHARS: Final = 80
+
+#: Unicode categories never rendered raw: controls, format characters (bidi overrides and
+#: isolates, zero-width joiners, the BOM, tags...), lone surrogates, line and paragraph
+#: separators. Each can make text read otherwise than it is, or hide part of it.
+MARKED_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+#: Letters and marks that draw nothing (Hangul fillers, the combining grapheme joiner, Khmer's
+#: inherent vowels): not format characters, but as invisible, so marked alike.
+INVISIBLE: Final = frozenset("\u115f\u1160\u3164\uffa0\u034f\u17b4\u17b5")
 
 PENDING, ANSWERED, EXPIRED = "pending", "answered", "expired"
 
@@ -49,21 +65,112 @@ class Question:
     multi: bool = False
 
 
+@functools.cache
+def _marked() -> dict[int, str]:
+    """Every marked code point to its ``⟨U+XXXX⟩``, built once from the planes that hold every
+    control and format character (0, 1 and 14 as of Unicode 16; the others hold none), so
+    marking text is one ``str.translate`` in C."""
+    table: dict[int, str] = {}
+    for plane in (range(0x10000), range(0x10000, 0x20000), range(0xE0000, 0xF0000)):
+        for cp in plane:
+            char = chr(cp)
+            if unicodedata.category(char) in MARKED_CATEGORIES or char in INVISIBLE:
+                table[cp] = f"⟨U+{cp:04X}⟩"
+    return table
+
+
+@functools.cache
+def _marks(multiline: bool) -> dict[int, str]:
+    """:func:`_marked`, newlines and tabs left alone in ``multiline`` text."""
+    if not multiline:
+        return _marked()
+    return {cp: mark for cp, mark in _marked().items() if cp not in (ord("\n"), ord("\t"))}
+
+
+def visible(text: str, *, multiline: bool = False) -> str:
+    """``text`` with every control, format or invisible character written out as ``⟨U+XXXX⟩``.
+
+    What a person approves must read as what it is: a raw U+202E before ``9999 0000`` shows
+    ``DE00 1111 9999 0000`` as ``DE00 1111 0000 9999``; a zero-width space makes two names look
+    equal. Marked, the text cannot be reordered or hidden, and the marks show where the trick
+    was. Newlines and tabs stay in ``multiline`` text (a question, a message, an argument's
+    value); in a name (a tool, an argument, a thread) they are marked too. Idempotent: the
+    marks are visible characters."""
+    return text.translate(_marks(multiline))
+
+
+def hidden_characters(value: Any) -> tuple[str, ...]:
+    """The ``U+XXXX`` of every marked character in ``value`` (its strings, keys included, at
+    any depth), sorted: what the approval's warning names. Newlines and tabs are not counted."""
+    found: set[str] = set()
+    table = _marks(True)
+    todo = [value]  # a list, not recursion: a request nests as deep as JSON lets it
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str):
+            found.update(table[ord(c)][1:-1] for c in set(item) if ord(c) in table)
+        elif isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, list | tuple):
+            todo.extend(item)
+    return tuple(sorted(found))
+
+
+def clip(text: str, limit: int = SUMMARY_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, an ellipsis saying it was (a summary: the list's
+    link and a page's title stay a line, whatever the size of the question)."""
+    return text if len(text) <= limit else text[:limit].rstrip() + "…"
+
+
+def json_text(value: Any) -> str:
+    """``value`` as indented JSON to edit, every marked character a ``\\uXXXX`` escape: the
+    text box shows it, and the edit sent back decodes to exactly the same value."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    table = _marks(True)
+    if not any(ord(c) in table for c in set(text)):
+        return text
+    out = []
+    for char in text:
+        if ord(char) not in table:
+            out.append(char)
+        elif ord(char) > 0xFFFF:  # JSON escapes an astral character as its surrogate pair
+            high, low = divmod(ord(char) - 0x10000, 0x400)
+            out.append(f"\\u{0xD800 + high:04x}\\u{0xDC00 + low:04x}")
+        else:
+            out.append(f"\\u{ord(char):04x}")
+    return "".join(out)
+
+
 @dataclass(frozen=True, slots=True)
 class Shown:
-    """One argument as shown: its name, its value as text, and whether it is folded."""
+    """One argument as shown: its name and its value as text. The pause's page shows the value
+    whole (an approval hides nothing); the list shows :attr:`preview` and says what it left out
+    in :attr:`more`, never an ellipsis that could pass for the end of the value."""
 
     name: str
     text: str
 
     @property
-    def folded(self) -> bool:
-        return len(self.text) > FOLD_AT or "\n" in self.text
+    def lines(self) -> int:
+        return self.text.count("\n") + 1
 
     @property
-    def short(self) -> str:
-        first = self.text.splitlines()[0] if self.text else ""
-        return first[:FOLD_AT] + "…" if self.folded else self.text
+    def preview(self) -> str:
+        first = self.text.split("\n", 1)[0]
+        return first[:PREVIEW_CHARS]
+
+    @property
+    def more(self) -> str:
+        """What the list's preview leaves out, in words (empty when it shows everything)."""
+        left = len(self.text) - len(self.preview)
+        if left <= 0:
+            return ""
+        lines = self.lines - 1
+        said = f"{left} more character{'s' if left != 1 else ''}"
+        if lines:
+            said += f" on {lines} more line{'s' if lines != 1 else ''}"
+        return said
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,8 +238,9 @@ class PauseView:
 
     @property
     def arguments_text(self) -> str:
-        """The arguments as JSON to edit (indented, keys in the call's order)."""
-        return json.dumps(self.arguments, indent=2, ensure_ascii=False)
+        """The arguments as JSON to edit (indented, keys in the call's order, marked characters
+        escaped)."""
+        return json_text(self.arguments)
 
     @property
     def shown_arguments(self) -> tuple[Shown, ...]:
@@ -143,14 +251,21 @@ class PauseView:
 
     @property
     def summary(self) -> str:
-        """One line for the list: the first question, the call to approve, or the request."""
+        """What the pause asks, for the list and the title: the first question, the call to
+        approve, or the request -- whole; the pages :func:`clip` it."""
         if self.tool is not None:
             return f"approve {self.tool}"
         questions = self.questions
         if questions:
             more = f" (+{len(questions) - 1} more)" if len(questions) > 1 else ""
             return questions[0].text + more
-        return _text(self.request)[:FOLD_AT]
+        return _text(self.request)
+
+    @property
+    def hidden(self) -> tuple[str, ...]:
+        """The marked characters in what the pause asks (its request: the question, or the tool
+        and its arguments): when any, the page warns before anyone answers or approves."""
+        return hidden_characters(self.request)
 
     @property
     def shown_request(self) -> Shown:
