@@ -14,7 +14,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 
 from turnlog.errors import ConfigurationError
-from turnlog.inbox.auth import ALL_SCOPES, Csrf, Viewer, ViewerTokens, viewer_keyring
+from turnlog.inbox.auth import ALL_SCOPES, Csrf, SignOuts, Viewer, ViewerTokens, viewer_keyring
 from turnlog.tokens import Keyring, generate_ed25519
 
 NOW = datetime.now(UTC)
@@ -32,7 +32,11 @@ def test_a_minted_token_names_the_viewer_and_their_scopes() -> None:
     viewers = tokens()
     token = viewers.mint("alice", ["tenant-a", "tenant-b", ""], ttl=timedelta(hours=1), now=NOW)
     viewer = viewers.verify(token)
-    assert viewer == Viewer("alice", frozenset({"tenant-a", "tenant-b"}))
+    assert viewer == Viewer("alice", frozenset({"tenant-a", "tenant-b"}), "turnlog-inbox")
+    assert viewer.identity == ("turnlog-inbox", "alice", ("tenant-a", "tenant-b"))
+    assert viewer.expires_at == datetime.fromtimestamp(
+        int((NOW + timedelta(hours=1)).timestamp()), UTC
+    )
     assert viewer.may_answer("tenant-a") and not viewer.may_answer("tenant-c")
     assert Viewer("ops", frozenset({ALL_SCOPES})).may_answer("anything")
 
@@ -110,7 +114,7 @@ def test_the_viewer_keyring_is_created_only_when_asked(tmp_path: Path) -> None:
     ]
     again = viewer_keyring(tmp_path / "viewers", create=True)  # kept, never replaced
     token = ViewerTokens(ring).mint("a", ["x"], ttl=timedelta(hours=1), now=NOW)
-    assert ViewerTokens(again).verify(token) == Viewer("a", frozenset({"x"}))
+    assert ViewerTokens(again).verify(token) == Viewer("a", frozenset({"x"}), "turnlog-inbox")
 
 
 def test_a_csrf_token_is_bound_to_its_session_and_secret() -> None:
@@ -123,3 +127,16 @@ def test_a_csrf_token_is_bound_to_its_session_and_secret() -> None:
     assert not csrf.check("session-1", token[:-1] + ("0" if token[-1] != "0" else "1"))
     assert not Csrf(b"j" * 32).check("session-1", token)
     assert Csrf().token("s") != Csrf().token("s")  # a fresh secret per running inbox
+
+
+def test_a_sign_out_holds_until_the_credential_expires_or_signs_in_again() -> None:
+    now = [NOW]
+    outs = SignOuts(lambda: now[0])
+    viewer = Viewer("a", frozenset({"x"}), expires_at=NOW + timedelta(minutes=5))
+    outs.sign_out("token-a", viewer)
+    outs.sign_out("token-b", Viewer("b", frozenset({"x"})))  # the hook says no expiry
+    assert "token-a" in outs and "token-b" in outs and "token-c" not in outs
+    outs.sign_in("token-b")
+    assert "token-b" not in outs
+    now[0] = NOW + timedelta(minutes=6)  # past token-a's expiry: nothing left to refuse
+    assert "token-a" not in outs

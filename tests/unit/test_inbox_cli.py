@@ -25,9 +25,13 @@ def test_token_mints_a_viewer_token_creating_the_viewer_key_once(tmp_path: Path)
                          "--scope", "tenant-a", "--scope", "tenant-b")  # fmt: skip
     assert (code, err) == (0, "")
     viewers = ViewerTokens(viewer_keyring(tmp_path / "keys" / "viewers"))
-    assert viewers.verify(out.strip()) == Viewer("alice", frozenset({"tenant-a", "tenant-b"}))
+    assert viewers.verify(out.strip()) == Viewer(
+        "alice", frozenset({"tenant-a", "tenant-b"}), "turnlog-inbox"
+    )
     code, again, _ = run("--keys-dir", keys, "inbox", "token", "--name", "bob", "--scope", "*")
-    assert code == 0 and viewers.verify(again.strip()) == Viewer("bob", frozenset({"*"}))
+    assert code == 0 and viewers.verify(again.strip()) == Viewer(
+        "bob", frozenset({"*"}), "turnlog-inbox"
+    )
     other = ViewerTokens(viewer_keyring(tmp_path / "keys" / "viewers"), issuer="x", audience="x")
     assert other.verify(again.strip()) is None  # another inbox's issuer
 

@@ -1,13 +1,17 @@
 """The ASGI app: pages rendered on the server, a live stream, and the answer endpoint.
 
 Routes (every POST checks the CSRF token bound to the session; every response carries the
-security headers of :class:`SecurityHeaders`):
+security headers of :class:`SecurityHeaders`; every request body is cut at a limit before it is
+parsed, :class:`BodyLimit`):
 
 - ``GET /login``, ``POST /login``, ``POST /logout``: a viewer token in, an HttpOnly
-  ``SameSite=Strict`` session cookie out (a ``Bearer`` header works without logging in);
+  ``SameSite=Strict`` session cookie out (a ``Bearer`` header works without logging in). The
+  sign-in form is bound to the pre-login cookie whatever session cookie is left, so a person
+  whose session expired signs in again; a stale session signs out without its form;
 - ``GET /`` the pending pauses the viewer may answer (``?interaction=``, ``?thread=``), and
   ``GET /rows`` the same rows alone, which the page fetches when ``GET /events`` (server-sent
-  events: the ids pending for this viewer, at every change) says the list moved;
+  events: the ids pending for this viewer, at every change) says the list moved; a stream ends
+  (``event: signed-out``) when its credential expires or is signed out;
 - ``GET /pause/{token_id}`` the conversation and the answer form, ``GET /pause/{id}/state``
   whether it is still open, ``POST /pause/{id}/answer`` the answer;
 - ``GET /answers/{answer_id}`` what the worker made of it (``resumed``, or the refusal's plain
@@ -16,15 +20,17 @@ security headers of :class:`SecurityHeaders`):
 A pause the viewer may not answer is a 404 everywhere, the same as one that does not exist.
 Everything a pause says is rendered through :func:`~turnlog.inbox.views.visible` (a filter of
 the templates, and their ``finalize`` for whatever a template forgets), so no control or format
-character reaches a page raw.
+character reaches a page raw. A refusal reads as a page for a person and as JSON for the page's
+script (``Accept: application/json``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -41,7 +47,7 @@ from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from turnlog.errors import TurnlogError
-from turnlog.inbox.auth import Csrf, Viewer, ViewerVerifier
+from turnlog.inbox.auth import Csrf, SignOuts, Viewer, ViewerVerifier
 from turnlog.inbox.forms import FormProblem
 from turnlog.inbox.service import Closed, InboxService
 from turnlog.inbox.views import clip, duration, pending_for, visible
@@ -52,6 +58,15 @@ HERE = Path(__file__).parent
 SESSION: Final = "turnlog_session"
 ANON: Final = "turnlog_anon"
 CSRF_FIELD: Final = "csrf"
+
+#: The most a request may send when it is not an answer: a sign-in form holds one token (a
+#: viewer JWT is well under a kilobyte; a few hundred scopes still fit).
+SIGN_IN_BYTES: Final = 16 * 1024
+
+#: The most fields a sign-in or sign-out form may hold (it has two).
+SIGN_IN_FIELDS: Final = 8
+
+CSRF_REFUSED: Final = "refused: the form's CSRF token is missing or not this session's"
 
 #: No inline script or style, nothing from another origin, never framed.
 CSP: Final = (
@@ -96,15 +111,95 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
+class _BodyTooLarge(Exception):
+    """Raised from ``receive`` when a streamed body passes its limit: whatever was parsing it
+    stops there, and :class:`BodyLimit` answers 413."""
+
+
+class BodyLimit:
+    """Refuses a request body larger than its path's limit before anything parses it.
+
+    Parsing first is what let an unauthenticated ``POST /login`` of 400 one-megabyte fields take
+    the inbox from 88 MB to 482 MB before the CSRF check said no. A ``Content-Length`` above the
+    limit is refused before a byte is read; a body without one (chunked) is counted as it
+    streams and cut at the limit, so the inbox never reads, nor keeps, more than that.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        limit_for: Callable[[str, str], tuple[int, str]],
+        refuse: Callable[[Scope, int, str], Response],
+    ) -> None:
+        self.app = app
+        self.limit_for = limit_for
+        self.refuse = refuse
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit, what = self.limit_for(scope["method"], scope["path"])
+        too_large = f"refused: the request body is larger than {limit} bytes, the most {what}"
+        declared = next((v for k, v in scope["headers"] if k.lower() == b"content-length"), None)
+        if declared is not None:
+            try:
+                length = int(declared)
+            except ValueError:
+                length = -1
+            if length < 0:
+                words = "refused: the Content-Length header is not a number of bytes"
+                await self.refuse(scope, 400, words)(scope, receive, send)
+                return
+            if length > limit:
+                await self.refuse(scope, 413, too_large)(scope, receive, send)
+                return
+        received = 0
+        started = False
+
+        async def counted() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise _BodyTooLarge
+            return message
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted, tracked)
+        except _BodyTooLarge:
+            if started:  # a response already on its way cannot become a 413; it just ends
+                return
+            await self.refuse(scope, 413, too_large)(scope, receive, send)
+
+
 def create_app(
     service: InboxService,
     verify_viewer: ViewerVerifier,
     *,
     csrf: Csrf | None = None,
     heartbeat_seconds: float = 10.0,
+    sign_in_bytes: int = SIGN_IN_BYTES,
+    answer_bytes: int | None = None,
 ) -> Starlette:
-    """The inbox over ``service``; ``verify_viewer`` turns a credential into a viewer."""
+    """The inbox over ``service``; ``verify_viewer`` turns a credential into a viewer.
+
+    ``sign_in_bytes`` bounds every request body but an answer's, ``answer_bytes`` an answer's
+    (by default the deployment's ``max_record_bytes``: an answer never publishes more)."""
+    limit = answer_bytes if answer_bytes is not None else service.tl.settings.max_record_bytes
     pages = _Pages(service, verify_viewer, csrf or Csrf(), heartbeat_seconds)
+
+    def limit_for(method: str, path: str) -> tuple[int, str]:
+        if method == "POST" and path.startswith("/pause/") and path.endswith("/answer"):
+            return limit, "an answer may send"
+        return sign_in_bytes, "a sign-in or any other form may send"
+
     routes = [
         Route("/", pages.index),
         Route("/rows", pages.rows),
@@ -119,7 +214,8 @@ def create_app(
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes)
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(BodyLimit, limit_for=limit_for, refuse=pages.refuse_scope)
+    app.add_middleware(SecurityHeaders)  # outermost: a refusal of BodyLimit carries them too
     return app
 
 
@@ -179,6 +275,7 @@ class _Pages:
         self.verify = verify
         self.csrf = csrf
         self.heartbeat = heartbeat
+        self.sign_outs = SignOuts(service.clock)
         self.templates = Jinja2Templates(env=_environment())
 
     # -- who is asking ----------------------------------------------------------------------------
@@ -189,13 +286,33 @@ class _Pages:
             return header[7:].strip()
         return request.cookies.get(SESSION, "")
 
+    def _signed_in(self, credential: str) -> Viewer | None:
+        """The viewer of ``credential`` while it is valid and not signed out."""
+        if not credential or credential in self.sign_outs:
+            return None
+        return self.verify(credential)
+
     def _viewer(self, request: Request) -> Viewer | None:
-        credential = self._credential(request)
-        return self.verify(credential) if credential else None
+        return self._signed_in(self._credential(request))
 
     def _session(self, request: Request) -> str:
-        """What the CSRF token is bound to: the credential, else the pre-login cookie."""
-        return self._credential(request) or request.cookies.get(ANON, "")
+        """What the CSRF token is bound to: a signed-in credential, else the pre-login cookie
+        (a stale session is no session: its pages and forms are the pre-login ones)."""
+        credential = self._credential(request)
+        if self._signed_in(credential) is not None:
+            return credential
+        return request.cookies.get(ANON, "")
+
+    def _stale_cookie(self, request: Request) -> bool:
+        """Whether the session cookie is what identified nobody (expired, signed out, or of
+        another inbox's key): it is then deleted, so it no longer stands in anyone's way."""
+        header = request.headers.get("authorization", "")
+        cookie = request.cookies.get(SESSION, "")
+        return (
+            bool(cookie)
+            and not header.lower().startswith("bearer ")
+            and (self._signed_in(cookie) is None)
+        )
 
     def _render(
         self, request: Request, name: str, context: dict[str, Any], status: int = 200
@@ -204,48 +321,81 @@ class _Pages:
         context["csrf"] = self.csrf.token(self._session(request))
         return self.templates.TemplateResponse(request, name, context, status_code=status)
 
+    def _refused(
+        self, request: Request, status: int, words: str, *, back: str = "/", error: str = ""
+    ) -> Response:
+        """A refusal: JSON for the page's script, a page saying why (and where to go on) for a
+        person -- never a raw JSON body in a browser's window."""
+        if _wants_json(request):
+            return JSONResponse({"error": error or words, "words": words}, status_code=status)
+        context = {"viewer": self._viewer(request), "words": words, "back": back}
+        page = self._render(request, "refused.html", context, status=status)
+        if self._stale_cookie(request):
+            page.delete_cookie(SESSION, path="/")
+        return page
+
+    def refuse_scope(self, scope: Scope, status: int, words: str) -> Response:
+        """:meth:`_refused` for :class:`BodyLimit`, which has a scope but no request yet; the
+        connection is closed after it (the rest of the body is never read)."""
+        response = self._refused(Request(scope), status, words)
+        response.headers["connection"] = "close"
+        return response
+
     def _unauthorized(self, request: Request, *, page: bool = True) -> Response:
         """A page sends the visitor to log in; a script's request (the live stream, the rows,
-        a JSON call, a POST) gets a 401 it can act on."""
-        if not page or _wants_json(request) or request.method != "GET":
-            return JSONResponse({"error": "log in first"}, status_code=401)
-        return RedirectResponse("/login", status_code=303)
+        a JSON call) gets a 401 it can act on; a form posted without the page's script gets a
+        page saying to sign in again. A stale session cookie is deleted on the way."""
+        if not page or _wants_json(request):
+            response: Response = JSONResponse({"error": "log in first"}, status_code=401)
+        elif request.method != "GET":
+            words = "your session ended before this form was sent: sign in again, then resend"
+            response = self._refused(request, 401, words, back="/login")
+        else:
+            response = RedirectResponse("/login", status_code=303)
+        if self._stale_cookie(request):
+            response.delete_cookie(SESSION, path="/")
+        return response
 
-    async def _checked_form(self, request: Request) -> FormData | Response:
-        form = await request.form()
+    async def _form(self, request: Request, max_fields: int = 1000) -> FormData:
+        """The posted form, no file in it (no inbox form has one); its size was bounded by
+        :class:`BodyLimit` before this reads it."""
+        return await request.form(max_files=0, max_fields=max_fields)
+
+    def _csrf_ok(self, form: FormData, session: str) -> bool:
         given = form.get(CSRF_FIELD)
-        if not self.csrf.check(self._session(request), given if isinstance(given, str) else None):
-            await form.close()
-            return JSONResponse(
-                {"error": "refused: the form's CSRF token is missing or not this session's"},
-                status_code=403,
-            )
-        return form
+        return self.csrf.check(session, given if isinstance(given, str) else None)
 
     # -- logging in -------------------------------------------------------------------------------
 
-    async def login_form(self, request: Request) -> Response:
+    def _login_page(self, request: Request, error: str = "", status: int = 200) -> Response:
+        """The sign-in form, bound to the pre-login cookie (set here when there is none)."""
         anon = request.cookies.get(ANON) or secrets.token_urlsafe(24)
-        page = self.templates.TemplateResponse(
-            request, "login.html", {"viewer": None, "csrf": self.csrf.token(anon), "error": ""}
-        )
+        context = {"viewer": None, "csrf": self.csrf.token(anon), "error": error}
+        page = self.templates.TemplateResponse(request, "login.html", context, status_code=status)
         page.set_cookie(ANON, anon, httponly=True, samesite="strict", path="/")
+        if self._stale_cookie(request):
+            page.delete_cookie(SESSION, path="/")
         return page
 
+    async def login_form(self, request: Request) -> Response:
+        return self._login_page(request)
+
     async def login(self, request: Request) -> Response:
-        form = await self._checked_form(request)
-        if isinstance(form, Response):
-            return form
+        form = await self._form(request, SIGN_IN_FIELDS)
         token = str(form.get("token") or "").strip()
+        fresh = self._csrf_ok(form, request.cookies.get(ANON, ""))
         await form.close()
+        if not fresh:
+            words = (
+                "This sign-in form is out of date (the inbox restarted since it was shown, or "
+                "its cookie is gone): paste your token again, or follow your link again."
+            )
+            return self._login_page(request, words, status=403)
         viewer = self.verify(token) if token else None
         if viewer is None:
-            return self._render(
-                request,
-                "login.html",
-                {"error": "That token is not valid here (wrong key, issuer or expired)."},
-                status=401,
-            )
+            words = "That token is not valid here (wrong key, issuer or expired)."
+            return self._login_page(request, words, status=401)
+        self.sign_outs.sign_in(token)
         done = RedirectResponse("/", status_code=303)
         done.set_cookie(
             SESSION,
@@ -258,10 +408,23 @@ class _Pages:
         return done
 
     async def logout(self, request: Request) -> Response:
-        form = await self._checked_form(request)
-        if isinstance(form, Response):
-            return form
+        """Signs the session out here and on the server (its streams end at once). A stale
+        session -- expired, or already signed out -- has nothing left to protect: its cookie
+        is cleared without asking for the form's token, which a restarted inbox cannot check."""
+        form = await self._form(request, SIGN_IN_FIELDS)
+        credential = self._credential(request)
+        viewer = self._signed_in(credential)
+        fresh = self._csrf_ok(form, credential)
         await form.close()
+        if viewer is not None:
+            if not fresh:
+                words = (
+                    "This sign-out form is out of date (the inbox restarted since it was "
+                    "shown, or you signed in again): sign out with the button on this page."
+                )
+                return self._refused(request, 403, words, error=CSRF_REFUSED)
+            self.sign_outs.sign_out(credential, viewer)
+            self.service.wake()
         done = RedirectResponse("/login", status_code=303)
         done.delete_cookie(SESSION, path="/")
         return done
@@ -305,17 +468,33 @@ class _Pages:
         return self._render(request, "_rows.html", self._list_context(request, viewer))
 
     async def events(self, request: Request) -> Response:
-        viewer = self._viewer(request)
-        if viewer is None:
+        """The live stream of the ids pending for the viewer. It holds the credential it was
+        opened with and checks it again at every change, every heartbeat, the moment the
+        credential expires and at every sign-out: a stream outlives neither its token nor its
+        session (it ends with ``event: signed-out``, which the page's script acts on)."""
+        credential = self._credential(request)
+        if self._signed_in(credential) is None:
             return self._unauthorized(request, page=False)
         service, heartbeat = self.service, self.heartbeat
 
         async def stream() -> AsyncIterator[str]:
-            version = -1
+            loop = asyncio.get_running_loop()
+            version, due = -1, loop.time()
             while not service.closing.is_set():
-                version = await service.changed(version, heartbeat)
-                ids = service.visible_ids(viewer)
-                yield f"event: pending\ndata: {json.dumps(ids)}\n\n"
+                viewer = self._signed_in(credential)
+                if viewer is None:
+                    yield 'event: signed-out\ndata: "your session ended: sign in again"\n\n'
+                    return
+                if service.version != version or loop.time() >= due:
+                    version = service.version
+                    ids = service.visible_ids(viewer)
+                    yield f"event: pending\ndata: {json.dumps(ids)}\n\n"
+                    due = loop.time() + heartbeat
+                wait = max(0.0, due - loop.time())
+                if viewer.expires_at is not None:  # wake just past the expiry to end then
+                    left = (viewer.expires_at - service.clock()).total_seconds()
+                    wait = min(wait, max(0.0, left) + 0.05)
+                await service.changed(version, wait)
 
         return StreamingResponse(
             stream(), media_type="text/event-stream", headers={"x-accel-buffering": "no"}
@@ -351,16 +530,22 @@ class _Pages:
         viewer = self._viewer(request)
         if viewer is None:
             return self._unauthorized(request)
-        form = await self._checked_form(request)
-        if isinstance(form, Response):
-            return form
+        token_id = request.path_params["token_id"]
+        form = await self._form(request)
+        if not self._csrf_ok(form, self._session(request)):
+            await form.close()
+            words = (
+                "this form is out of date (the inbox restarted since it was shown, or you "
+                "signed in again): reload the pause and answer again; nothing was sent"
+            )
+            back = f"/pause/{token_id}"
+            return self._refused(request, 403, words, back=back, error=CSRF_REFUSED)
         fields = {
             key: [v for v in form.getlist(key) if isinstance(v, str)]
             for key in form
             if key != CSRF_FIELD
         }
         await form.close()
-        token_id = request.path_params["token_id"]
         try:
             answer_id = await self.service.answer(viewer, token_id, fields)
         except LookupError:

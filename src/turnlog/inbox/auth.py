@@ -13,6 +13,9 @@ decides *whether* a pause is shown and may be answered.
 CSRF: every form carries a token that is an HMAC, under a secret of the running inbox, of the
 session it was rendered for (the credential, or a random pre-login cookie). A cross-site POST
 cannot read it, and a token taken from one session is worthless in another.
+
+Signing out is kept on the server too (:class:`SignOuts`): a credential signed out is nobody's
+until someone signs in with it again, so the live streams and other tabs it opened end with it.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ import hmac
 import secrets
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
 
@@ -46,10 +49,28 @@ DEFAULT_VIEWER_KID: Final = "viewer-1"
 
 @dataclass(frozen=True, slots=True)
 class Viewer:
-    """A person at the inbox: ``name`` (shown, and on no answer) and the scopes they may answer."""
+    """A person at the inbox: ``name`` (shown, and on no answer) and the scopes they may answer.
+
+    Who they are is :attr:`identity` -- the credential's ``issuer`` and ``subject`` (the name
+    when the hook gives none) and the scopes -- never the name alone: two issuers, or two
+    tokens of one issuer for two tenants, may both say ``alice``. ``expires_at`` is when the
+    credential stops being valid (``None``: the hook does not say), so a live stream ends then.
+    """
 
     name: str
     scopes: frozenset[str]
+    issuer: str = ""
+    subject: str = ""
+    expires_at: datetime | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.subject:
+            object.__setattr__(self, "subject", self.name)
+
+    @property
+    def identity(self) -> tuple[str, str, tuple[str, ...]]:
+        """``(issuer, subject, scopes)``: what an answer sent by this viewer is bound to."""
+        return (self.issuer, self.subject, tuple(sorted(self.scopes)))
 
     def may_answer(self, scope_hash: str) -> bool:
         return ALL_SCOPES in self.scopes or scope_hash in self.scopes
@@ -128,7 +149,8 @@ class ViewerTokens:
             return None
         if not all(isinstance(s, str) and s for s in scopes) or not scopes:
             return None
-        return Viewer(name, frozenset(scopes))
+        expires = datetime.fromtimestamp(int(payload["exp"]), UTC)
+        return Viewer(name, frozenset(scopes), self.issuer, name, expires)
 
     __call__ = verify
 
@@ -164,3 +186,43 @@ class Csrf:
         if not session or not given:
             return False
         return hmac.compare_digest(self.token(session), given)
+
+
+#: How long a sign-out is remembered when the viewer's credential does not say when it expires.
+SIGN_OUT_KEPT = timedelta(hours=24)
+
+#: The most sign-outs remembered; past it the soonest to expire are forgotten first.
+SIGN_OUTS_KEPT = 100_000
+
+
+class SignOuts:
+    """The credentials signed out of this inbox, until they expire (by a digest: the inbox keeps
+    no credential). Signing in with one again takes it off the list: a person who signs out and
+    back in with the same link is let in, while every tab and stream of the session they left
+    ends. Kept in memory: a restarted inbox forgets them, as it forgets its CSRF secret."""
+
+    def __init__(self, clock: Callable[[], datetime]) -> None:
+        self._clock = clock
+        self._until: dict[str, datetime] = {}
+
+    @staticmethod
+    def _key(credential: str) -> str:
+        return hashlib.sha256(credential.encode()).hexdigest()
+
+    def sign_out(self, credential: str, viewer: Viewer | None) -> None:
+        now = self._clock()
+        until = viewer.expires_at if viewer and viewer.expires_at else now + SIGN_OUT_KEPT
+        self._until = {k: t for k, t in self._until.items() if t > now}
+        if len(self._until) >= SIGN_OUTS_KEPT:
+            for key in sorted(self._until, key=self._until.__getitem__)[: len(self._until) // 10]:
+                del self._until[key]
+        self._until[self._key(credential)] = until
+
+    def sign_in(self, credential: str) -> None:
+        self._until.pop(self._key(credential), None)
+
+    def __contains__(self, credential: object) -> bool:
+        if not isinstance(credential, str):
+            return False
+        until = self._until.get(self._key(credential))
+        return until is not None and until > self._clock()

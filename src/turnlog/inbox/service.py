@@ -59,7 +59,7 @@ class Closed(Exception):
 
 @dataclass
 class _Sent:
-    viewer: str
+    viewer: tuple[str, str, tuple[str, ...]]  # the sender's Viewer.identity, not a name
     token_id: str
     thread_id: str
     outcome: asyncio.Task[AnswerOutcome]
@@ -172,11 +172,17 @@ class InboxService:
             await asyncio.sleep(self._refresh)
 
     async def changed(self, since: int, timeout: float) -> int:
-        """The version once it differs from ``since`` (or after ``timeout``)."""
+        """The version once it differs from ``since`` (or after ``timeout``, or a :meth:`wake`)."""
         if self.version == since and not self.closing.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout)
         return self.version
+
+    def wake(self) -> None:
+        """Wakes every :meth:`changed` waiter at once, the version unchanged: a sign-out, so
+        each live stream checks its credential now rather than at its next heartbeat."""
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     # -- reading ----------------------------------------------------------------------------------
 
@@ -236,7 +242,7 @@ class InboxService:
         task = asyncio.create_task(
             self.tl.outcome(answer_id, thread_id=view.thread_id, timeout=self._outcome_timeout)
         )
-        self._sent[answer_id] = _Sent(viewer.name, token_id, view.thread_id, task)
+        self._sent[answer_id] = _Sent(viewer.identity, token_id, view.thread_id, task)
         self._forget_old()
         log.info("inbox: %s answered pause %s (answer %s)", viewer.name, token_id, answer_id)
         return answer_id
@@ -252,9 +258,10 @@ class InboxService:
 
     async def outcome(self, viewer: Viewer, answer_id: str, wait: float) -> dict[str, str] | None:
         """``{"state": "resumed"}``, ``{"state": "rejected", "words": ...}`` or ``{"state":
-        "waiting"}`` after ``wait`` seconds; ``None`` for an answer ``viewer`` did not send."""
+        "waiting"}`` after ``wait`` seconds; ``None`` for an answer ``viewer`` did not send --
+        by identity (issuer, subject, scopes): another tenant's ``alice`` is another viewer."""
         sent = self._sent.get(answer_id)
-        if sent is None or sent.viewer != viewer.name:
+        if sent is None or sent.viewer != viewer.identity:
             return None
         if sent.words:
             return sent.words

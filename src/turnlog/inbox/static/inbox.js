@@ -12,6 +12,13 @@ function say(el, text, cls) {
 function liveIds(onIds) {
   const source = new EventSource("/events");
   source.addEventListener("pending", (e) => onIds(JSON.parse(e.data)));
+  // The session expired or was signed out (here or in another tab): the stream ends, and the
+  // page says so instead of going quietly stale.
+  source.addEventListener("signed-out", () => {
+    source.close();
+    const banner = document.getElementById("session-ended");
+    if (banner) banner.hidden = false;
+  });
   window.addEventListener("pagehide", () => source.close());
   return source;
 }
