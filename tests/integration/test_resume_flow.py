@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import Names
-from tests.deployment import ANSWER, axes, make_deployment, sample_checkpoint
+from tests.deployment import ANSWER, REQUEST, axes, make_deployment, sample_checkpoint
 from tests.integration.worker_support import running_worker
 from tests.kafka_helpers import eventually, read_to_end, wait_until_consumed
 from turnlog.contracts.events import AnswerRejected, TokenConsumed, TurnResumed
@@ -21,7 +21,7 @@ async def test_answer_resumes_turn_with_rehydrated_history(
     dep = make_deployment(bootstrap, names.prefix, names.app, tmp_path / "state")
     cp = sample_checkpoint("thread-1")
     async with PauseRecorder(dep.settings, dep.issuer) as recorder:
-        pause = await recorder.record(cp, request_json='{"q": 1}')
+        pause = await recorder.record(cp, request_json=REQUEST)
     async with (
         running_worker(dep, tmp_path / "worker"),
         AnswerPublisher(dep.settings, dep.verifier) as publisher,

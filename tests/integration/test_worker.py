@@ -117,7 +117,7 @@ async def test_five_answers_from_five_processes_resume_once(
         await wait_owned([worker], 6)
         try:
             for i in range(5):
-                response = {"answers": [{"selections": [f"choice-{i}"], "other": None}]}
+                response = {"answers": [{"selections": ["eu"], "other": f"choice-{i}"}]}
                 procs.append(
                     spawn(
                         "publish",
@@ -313,6 +313,10 @@ CASES: dict[str, Case] = {
         lambda b, p: b.answer(p, response={"answers": [{"selections": "eu", "other": None}]}),
     ),
     "response_invalid-json": Case("response_invalid", lambda b, p: b.answer(p, response="{nope")),
+    "response_mismatch": Case(
+        "response_mismatch",
+        lambda b, p: b.answer(p, response={"answers": [{"selections": ["mars"], "other": None}]}),
+    ),
     "no_recorded_turn_state": Case(
         "no_recorded_turn_state",
         # A well-signed token for a pause that was never recorded (its locator points at the

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +21,8 @@ from turnlog.contracts.interactions import (
     ASK_USER_RESPONSE_SCHEMA,
     Interaction,
     InteractionRegistry,
+    check_ask_user_request,
+    check_ask_user_response,
     default_interactions,
     render_ask_user,
 )
@@ -184,11 +188,9 @@ def reference_validate(interaction: Interaction, response_json: str) -> Any:
     try:
         validate(datum, parsed)
     except ValidationError as exc:
-        fields = ", ".join(sorted({e.field or "(root)" for e in exc.errors}))
-        raise refuse(
-            RefusalReason.RESPONSE_INVALID,
-            f"the response does not fit {interaction.name!r}'s schema at: {fields}",
-        ) from None
+        # The wording is the interaction's own (what is wrong, and where); what is held to the
+        # reference here is which responses are refused, and the shapes of those accepted.
+        raise refuse(RefusalReason.RESPONSE_INVALID, interaction._misfit(datum, exc)) from None
     buffer = io.BytesIO()
     schemaless_writer(buffer, parsed, datum)
     buffer.seek(0)
@@ -197,7 +199,7 @@ def reference_validate(interaction: Interaction, response_json: str) -> Any:
     if unknown is not None:
         raise refuse(
             RefusalReason.RESPONSE_INVALID,
-            f"the response has a field {interaction.name!r}'s schema does not know: {unknown}",
+            f"the response has a field the {interaction.name} schema does not know: {unknown}",
         )
     return shaped
 
@@ -392,20 +394,41 @@ def test_the_shaping_covers_the_built_in_interactions_and_leaves_others_to_the_f
     [
         (
             '{"answers": [{"selections": ["a"], "othr": "typo"}]}',
-            "the response has a field 'ask_user''s schema does not know: answers[0].othr",
+            "the response has a field the ask_user schema does not know: answers[0].othr",
         ),
         (
             '{"answers": [{"selections": [1]}]}',
-            "the response does not fit 'ask_user''s schema at: "
-            "turnlog.interactions.AskUserAnswer.selections",
+            "the response does not fit the ask_user schema: "
+            "answers[0].selections[0] must be text, got the number 1",
         ),
         (
             '{"answers": [], "extra": true}',
-            "the response has a field 'ask_user''s schema does not know: extra",
+            "the response has a field the ask_user schema does not know: extra",
+        ),
+        (
+            '{"answers": [{"other": "teal"}]}',
+            "the response does not fit the ask_user schema: answers[0].selections is missing",
+        ),
+        (
+            '{"answers": [{"selections": ["a"], "other": 3}]}',
+            "the response does not fit the ask_user schema: "
+            "answers[0].other must be null or text, got the number 3",
+        ),
+        (
+            '{"answers": {"selections": ["a"]}}',
+            "the response does not fit the ask_user schema: answers must be a list, got an object",
+        ),
+        (
+            "[]",
+            "the response does not fit the ask_user schema: "
+            "the response must be an object, got a list",
         ),
     ],
 )
-def test_refusals_keep_their_detail(text: str, detail: str) -> None:
+def test_refusals_say_where_and_what_is_wrong(text: str, detail: str) -> None:
+    """The path to the field and what is wrong there (missing, of another type), and the
+    interaction's name unquoted -- not ``'ask_user''s schema at: ...AskUserAnswer.selections``,
+    which named neither the answer nor the fault."""
     with pytest.raises(Refused) as caught:
         _BUILT_IN.get(ASK_USER).validate(text)
     assert caught.value.refusal.detail == detail
@@ -413,6 +436,33 @@ def test_refusals_keep_their_detail(text: str, detail: str) -> None:
         "refused",
         RefusalReason.RESPONSE_INVALID,
         detail,
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "detail"),
+    [
+        (
+            APPROVE_TOOL_CALL,
+            '{"decision": "yes", "tool": "deploy", "arguments_hash": "h"}',
+            "decision must be one of 'approve', 'edit', 'reject', got 'yes'",
+        ),
+        (APPROVE_TOOL_CALL, '{"decision": "edit", "tool": "x"}', "arguments_hash is missing"),
+        ("nested", '{"score": 1, "count": 2, "mood": "good", "detail": {"items": [{}]}}',
+         "detail.items[0].label is missing"),
+        ("nested", '{"score": true, "count": 2, "mood": "good"}',
+         "score must be a whole number of 32 bits, got a boolean"),
+        ("nested", '{"score": 1, "count": 2, "mood": "good", "tags": {"k": 1}}',
+         "tags.k must be text, got the number 1"),
+    ],
+)  # fmt: skip
+def test_refusals_say_where_and_what_for_every_schema(name: str, text: str, detail: str) -> None:
+    interaction = _CASES[name][0]
+    with pytest.raises(Refused) as caught:
+        interaction.validate(text)
+    assert (
+        caught.value.refusal.detail
+        == f"the response does not fit the {interaction.name} schema: {detail}"
     )
 
 
@@ -460,3 +510,141 @@ def test_the_ask_user_observation_is_the_one_json_dumps_quoting_gave(
 ) -> None:
     response = {"answers": answers}
     assert render_ask_user(response) == reference_render_ask_user(response)
+
+
+# -- answers bound to what was asked ---------------------------------------------------------
+
+DATES_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "PickDate",
+    "fields": [{"name": "date", "type": "string"}],
+}
+
+
+def one_of_the_dates(request: Any, response: Any) -> str | None:
+    if response["date"] not in request["dates"]:
+        return f"date: {response['date']!r} is not one of {request['dates']!r}"
+    return None
+
+
+def test_a_registered_interaction_binds_its_answers_with_its_own_checks() -> None:
+    registry = default_interactions()
+    pick = registry.register(
+        "pick_date",
+        DATES_SCHEMA,
+        check_request=lambda request: None if request.get("dates") else "dates: none offered",
+        check_response=one_of_the_dates,
+    )
+    assert pick.request_problem('{"dates": ["2026-05-01"]}') is None
+    assert pick.request_problem('{"dates": []}') == "dates: none offered"
+    assert (pick.request_problem("not json") or "").startswith("the request is not JSON")
+    offered = '{"dates": ["2026-05-01"]}'
+    assert pick.mismatch(offered, pick.validate('{"date": "2026-05-01"}')) is None
+    assert pick.mismatch(offered, pick.validate('{"date": "2026-06-01"}')) == (
+        "date: '2026-06-01' is not one of ['2026-05-01']"
+    )
+
+
+def test_without_checks_nothing_is_bound_and_the_request_is_not_read() -> None:
+    plain = default_interactions().register("pick_date", DATES_SCHEMA)
+    assert plain.request_problem("not json") is None
+    assert plain.mismatch("not json", {"date": "x"}) is None
+
+
+def _says(verdict: Any) -> Callable[..., Any]:
+    """A check answering ``verdict`` whatever it is given (typed loosely: the point is a check
+    that breaks its contract)."""
+    return lambda *given: verdict
+
+
+def test_a_registered_check_that_answers_neither_none_nor_text_is_a_bug_said_loudly() -> None:
+    """``True`` could mean "fine" or "refuse": it is neither read as one nor the other."""
+    pick = default_interactions().register(
+        "pick_date",
+        DATES_SCHEMA,
+        check_request=_says(True),
+        check_response=_says(False),
+    )
+    with pytest.raises(TypeError, match="check_request must return None or text"):
+        pick.request_problem("{}")
+    with pytest.raises(TypeError, match="check_response must return None or text"):
+        pick.mismatch("{}", {"date": "x"})
+    silent = default_interactions().register(
+        "pick_date", DATES_SCHEMA, check_response=lambda request, response: ""
+    )
+    assert (
+        silent.mismatch("{}", {"date": "x"})
+        == "pick_date's check_response refused it without saying why"
+    )
+
+
+def test_a_check_that_is_not_callable_is_refused_at_registration() -> None:
+    with pytest.raises(ConfigurationError, match="check_response must be callable"):
+        default_interactions().register("pick_date", DATES_SCHEMA, check_response="dates")  # type: ignore[arg-type]
+
+
+def test_the_built_in_ask_user_uses_its_published_checks() -> None:
+    ask = _BUILT_IN.get(ASK_USER)
+    assert ask.check_request is check_ask_user_request
+    assert ask.check_response is check_ask_user_response
+    assert _BUILT_IN.get(APPROVE_TOOL_CALL).check_response is None  # bound by its token's claims
+
+
+_OPTION = st.sampled_from(["eu", "us", "ap", ""]) | st.fixed_dictionaries(
+    {"label": st.sampled_from(["eu", "us", 3])}, optional={"description": st.just("d")}
+)
+_QUESTION = st.fixed_dictionaries(
+    {"question": st.sampled_from(["Which?", "", 1])},
+    optional={
+        "options": st.lists(_OPTION, max_size=3) | st.none(),
+        "multiSelect": st.booleans() | st.just("yes"),
+        "allow_other": st.booleans(),
+        "header": st.just("H"),
+        "choices": st.just([]),
+    },
+)
+_REQUESTS = (
+    st.fixed_dictionaries(
+        {"questions": st.lists(_QUESTION, max_size=3)}, optional={"question": st.just("Which?")}
+    )
+    | _JSON
+)
+_ANSWERS = st.fixed_dictionaries(
+    {
+        "answers": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "selections": st.lists(st.sampled_from(["eu", "us", "mars"]), max_size=3),
+                    "other": st.none() | st.sampled_from(["", " ", "x"]),
+                }
+            ),
+            max_size=4,
+        )
+    }
+)
+
+
+@settings(max_examples=250, deadline=None)
+@given(request=_REQUESTS, response=_ANSWERS)
+def test_the_worker_reads_each_request_text_once_to_the_same_verdict(
+    request: Any, response: dict[str, Any]
+) -> None:
+    """The worker's path (the request's text, read once and remembered) gives exactly what the
+    published check gives on the parsed request -- first reading and remembered alike."""
+    ask = _BUILT_IN.get(ASK_USER)
+    text = json.dumps(request)
+    expected = check_ask_user_response(request, response)
+    assert ask.mismatch(text, response) == expected
+    assert ask.mismatch(text, response) == expected
+    problem = check_ask_user_request(request)
+    assert ask.request_problem(text) == problem
+    if problem is None and expected is None:
+        assert len(response["answers"]) == len(request["questions"])
+
+
+def test_the_question_the_interactions_page_shows_is_one_ask_user_asks() -> None:
+    page = (Path(__file__).resolve().parents[2] / "docs" / "reference" / "pauses.md").read_text()
+    (block,) = re.findall(r"^```json\n(.*?)^```", page, re.S | re.M)
+    question = json.loads(block)
+    assert check_ask_user_request({"questions": [question]}) is None
+    assert set(question) == {"question", "header", "options", "multiSelect", "allow_other"}

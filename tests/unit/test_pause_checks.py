@@ -16,6 +16,7 @@ import pytest
 
 from tests.deployment import REQUEST, Deployment, make_deployment, sample_checkpoint
 from turnlog.contracts.checkpoint import TurnCheckpoint
+from turnlog.contracts.interactions import default_interactions
 from turnlog.errors import PauseInvalid
 from turnlog.producers.pauses import PauseRecorder, read_checkpoint
 
@@ -99,11 +100,124 @@ async def test_a_request_that_is_not_json_is_refused(
     assert refused.value.field == "request_json"
 
 
+def _asking(**question: Any) -> dict[str, Any]:
+    """A one-question ``ask_user`` request: ``{"question": "Which?"}`` with ``question`` over it."""
+    return {"questions": [{"question": "Which?", **question}]}
+
+
+@pytest.mark.parametrize(
+    ("request_value", "detail"),
+    [
+        ({"question": "Which region?"}, 'the request has no "questions"'),
+        ({}, 'the request has no "questions"'),
+        ({"q": 1}, 'the request has no "questions"'),
+        ("Which region?", "the request must be an object, got text"),
+        ({"questions": []}, "questions must be a non-empty list, got an empty list"),
+        ({"questions": "Which?"}, "questions must be a non-empty list, got text"),
+        ({**_asking(), "extra": 1}, "extra is not a field of an ask_user request"),
+        ({"questions": ["Which?"]}, "questions[0] must be an object, got text"),
+        ({"questions": [{"options": ["eu"]}]}, "questions[0].question must be non-empty text"),
+        (_asking(question=" "), "questions[0].question must be non-empty text, got text"),
+        (_asking(choices=["eu"]), "questions[0].choices is not a question field"),
+        (_asking(options="eu, us"), "questions[0].options must be a list, got text"),
+        (_asking(options=["eu", 3]), "questions[0].options[1] must be non-empty text"),
+        (_asking(options=[""]), "questions[0].options[0] must be non-empty text"),
+        (_asking(options=[{"name": "eu"}]), "questions[0].options[0].name is not an option"),
+        (_asking(options=[{"description": "x"}]), "questions[0].options[0] must be non-empty"),
+        (
+            _asking(options=["eu", {"label": "eu"}]),
+            "questions[0].options[1]: 'eu' is offered twice",
+        ),
+        (_asking(multiSelect="no"), "questions[0].multiSelect must be true or false, got text"),
+        (
+            _asking(options=["eu"], multiSelect=True, multi_select=False),
+            "questions[0]: multiSelect and multi_select disagree",
+        ),
+        (_asking(allow_other=0), "questions[0].allow_other must be true or false"),
+        (_asking(allow_other=False), "questions[0] offers no options and takes no free text"),
+        (_asking(header=5), "questions[0].header must be text"),
+    ],
+)
+async def test_a_request_ask_user_cannot_read_is_refused_by_name(
+    recorder: PauseRecorder, request_value: Any, detail: str
+) -> None:
+    """Issue 28: ``pause(request={"question": ...})`` was accepted, and every answer to it was
+    then checked against nothing. Refused before anything is written, naming what is wrong."""
+    with pytest.raises(PauseInvalid) as refused:
+        await recorder.record(sample_checkpoint("t-ask"), request_json=json.dumps(request_value))
+    assert refused.value.field == "request_json"
+    assert refused.value.detail.startswith(f"ask_user cannot ask it: {detail}"), refused.value
+
+
+@pytest.mark.parametrize(
+    "request_value",
+    [
+        {"questions": [{"question": "Which region?", "options": ["eu", "us"]}]},
+        {"questions": [{"question": "Why?"}, {"question": "Which?", "options": [], "header": "H"}]},
+        {
+            "questions": [
+                {
+                    "question": "Deploy where?",
+                    "header": "Region",
+                    "options": [{"label": "eu-west-1", "description": "Ireland"}, {"label": "us"}],
+                    "multiSelect": False,
+                    "multi_select": False,
+                    "allow_other": False,
+                    "allowOther": False,
+                }
+            ]
+        },
+    ],
+)
+def test_a_request_ask_user_can_read_is_prepared(
+    recorder: PauseRecorder, request_value: Any
+) -> None:
+    pause, _, _ = recorder.prepare(
+        sample_checkpoint("t-ask-ok"), request_json=json.dumps(request_value)
+    )
+    assert json.loads(pause.request_json) == request_value
+
+
+def test_a_registered_interactions_request_check_refuses_the_pause(dep: Deployment) -> None:
+    interactions = default_interactions()
+    interactions.register(
+        "pick_date",
+        {"type": "record", "name": "PickDate", "fields": [{"name": "date", "type": "string"}]},
+        check_request=lambda request: None if request.get("dates") else "dates: none offered",
+    )
+    recorder = PauseRecorder(dep.settings, dep.issuer, interactions=interactions)
+    with pytest.raises(PauseInvalid) as refused:
+        recorder.prepare(
+            sample_checkpoint("t-date"), request_json='{"dates": []}', interaction="pick_date"
+        )
+    assert (refused.value.field, refused.value.detail) == (
+        "request_json",
+        "pick_date cannot ask it: dates: none offered",
+    )
+    pause, _, _ = recorder.prepare(
+        sample_checkpoint("t-date"),
+        request_json='{"dates": ["2026-05-01"]}',
+        interaction="pick_date",
+    )
+    assert pause.response_schema == "pick_date"
+
+
+def test_approve_tool_call_requests_are_checked_as_before(recorder: PauseRecorder) -> None:
+    """The approval's own binding (tool and arguments, the reserved call) is unchanged: a
+    request naming no exact call is refused by the trial token."""
+    with pytest.raises(PauseInvalid) as refused:
+        recorder.prepare(
+            sample_checkpoint("t-appr"), request_json=REQUEST, interaction="approve_tool_call"
+        )
+    assert refused.value.field == "checkpoint" and "approval request" in refused.value.detail
+
+
 async def test_a_pause_too_large_for_one_record_is_refused(dep: Deployment) -> None:
     recorder = PauseRecorder(dep.settings.with_(max_record_bytes=2000), dep.issuer)
     with pytest.raises(PauseInvalid) as refused:
         await recorder.record(
-            sample_checkpoint("t-big"), request_json=json.dumps({"q": "x" * 3000})
+            sample_checkpoint("t-big"),
+            request_json=json.dumps({"questions": [{"question": "x" * 3000}]}),
         )
     assert refused.value.field == "checkpoint" and "2000" in refused.value.detail
 

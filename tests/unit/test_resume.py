@@ -196,20 +196,217 @@ def test_prepared_resume_builds_the_events_of_the_consume() -> None:
     assert (consumed.thread_id, consumed.checkpoint_id) == ("thread-1", "cp-1")
 
 
+#: Two questions: colours (any number of them) and a size (one, no free text).
+TWO_QUESTIONS = json.dumps(
+    {
+        "questions": [
+            {"question": "Which colours?", "options": ["Red", "Blue"], "multiSelect": True},
+            {
+                "question": "Which size?",
+                "options": [{"label": "Small"}, {"label": "Large", "description": "2 m"}],
+                "multiSelect": False,
+                "allow_other": False,
+            },
+        ]
+    }
+)
+
+
+def asked(request_json: str, response: Any) -> Refusal | PreparedResume:
+    """``response`` answering a pause that asked ``request_json``."""
+    pause = make_pause(request_json=request_json, request_hash=request_hash(request_json))
+    answer = make_answer(token=token_for(pause), response_json=json.dumps(response))
+    return run(answer, pause=pause)
+
+
 def test_answered_record_flattens_selections_and_sees_free_text() -> None:
-    text = json.dumps(
-        {"answers": [{"selections": ["Red", "Blue"]}, {"selections": ["Small"], "other": "x"}]}
+    prepared = asked(
+        TWO_QUESTIONS,
+        {"answers": [{"selections": ["Red", "Blue"], "other": "x"}, {"selections": ["Small"]}]},
     )
-    prepared = run(make_answer(response_json=text))
     assert isinstance(prepared, PreparedResume)
     assert prepared.answered is not None
     assert prepared.answered.selected_labels == ("Red", "Blue", "Small")
     assert prepared.answered.has_other is True
 
 
-def test_no_answered_record_for_empty_answers() -> None:
-    prepared = run(make_answer(response_json='{"answers": []}'))
-    assert isinstance(prepared, PreparedResume) and prepared.answered is None
+# -- step 4: the response answers what the pause asked ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("response", "detail"),
+    [
+        (
+            {"answers": [{"selections": ["Mars"]}, {"selections": ["Small"]}]},
+            "answers[0].selections[0]: 'Mars' is not one of the offered options ['Red', 'Blue']",
+        ),
+        (
+            {"answers": [{"selections": ["Red"]}]},
+            "answers: 1 answer to 2 questions; each question takes exactly one answer, in the "
+            "order asked (question 2, 'Which size?', has none)",
+        ),
+        (
+            {"answers": [{"selections": ["Red"]}, {"selections": ["Small"]}, {"selections": []}]},
+            "answers: 3 answers to 2 questions; each question takes exactly one answer, in the "
+            "order asked",
+        ),
+        (
+            {"answers": [{"selections": ["Red"]}, {"selections": [], "other": None}]},
+            "answers[1]: neither a selection nor free text; question 2 ('Which size?') is left "
+            "unanswered",
+        ),
+        (
+            {"answers": [{"selections": ["Red"]}, {"selections": [], "other": "   "}]},
+            "answers[1]: neither a selection nor free text; question 2 ('Which size?') is left "
+            "unanswered",
+        ),
+        (
+            {"answers": [{"selections": ["Red"]}, {"selections": [], "other": "Medium"}]},
+            "answers[1].other: question 2 takes no free text (allow_other is false)",
+        ),
+        (
+            {"answers": [{"selections": ["Red"]}, {"selections": ["Small", "Large"]}]},
+            "answers[1].selections: question 2 takes one selection (multiSelect is false), got 2",
+        ),
+        (
+            {"answers": [{"selections": ["Red", "Red"]}, {"selections": ["Small"]}]},
+            "answers[0].selections[1]: 'Red' is selected twice",
+        ),
+        (
+            {"answers": [{"selections": ["Small"]}, {"selections": ["Red"]}]},
+            "answers[0].selections[0]: 'Small' is not one of the offered options ['Red', 'Blue']",
+        ),
+    ],
+    ids=[
+        "not-offered",
+        "too-few",
+        "too-many",
+        "empty-answer",
+        "blank-free-text",
+        "free-text-not-taken",
+        "two-on-single-select",
+        "selected-twice",
+        "out-of-order",
+    ],
+)
+def test_a_response_that_does_not_answer_the_request_is_refused_by_name(
+    response: dict[str, Any], detail: str
+) -> None:
+    outcome = asked(TWO_QUESTIONS, response)
+    assert isinstance(outcome, Refusal), outcome
+    assert (outcome.reason, outcome.step, outcome.detail) == (
+        RefusalReason.RESPONSE_MISMATCH,
+        4,
+        detail,
+    )
+
+
+def test_the_issues_answers_are_refused_and_the_right_one_resumes() -> None:
+    """Issue 28: ``["eu", "us"]`` offered, ``"mars"`` selected; two answers to one question."""
+    ask = json.dumps({"questions": [{"question": "Which region?", "options": ["eu", "us"]}]})
+    mars = asked(ask, {"answers": [{"selections": ["mars"]}]})
+    assert isinstance(mars, Refusal) and mars.reason is RefusalReason.RESPONSE_MISMATCH
+    assert mars.detail == (
+        "answers[0].selections[0]: 'mars' is not one of the offered options ['eu', 'us']"
+    )
+    twice = asked(ask, {"answers": [{"selections": ["eu"]}, {"selections": ["eu"]}]})
+    assert isinstance(twice, Refusal) and twice.reason is RefusalReason.RESPONSE_MISMATCH
+    assert isinstance(asked(ask, {"answers": [{"selections": ["eu"]}]}), PreparedResume)
+
+
+@pytest.mark.parametrize(
+    ("question", "response"),
+    [
+        # unstated multiSelect: the number of selections is not checked
+        ({"question": "Which?", "options": ["a", "b"]}, {"selections": ["a", "b"]}),
+        ({"question": "Which?", "options": ["a", "b"], "multi_select": True},
+         {"selections": ["a", "b"]}),
+        # free text is taken unless the question says allow_other: false, beside selections too
+        ({"question": "Which?", "options": ["a"]}, {"selections": [], "other": "c"}),
+        ({"question": "Which?", "options": ["a"], "allowOther": True},
+         {"selections": ["a"], "other": "c"}),
+        # a question without options is answered in free text
+        ({"question": "Why?"}, {"selections": [], "other": "because"}),
+        ({"question": "Why?", "options": []}, {"selections": [], "other": "because"}),
+        ({"question": "Which?", "options": ["a"], "allow_other": False}, {"selections": ["a"]}),
+    ],
+)  # fmt: skip
+def test_a_response_that_answers_the_request_resumes(
+    question: dict[str, Any], response: dict[str, Any]
+) -> None:
+    outcome = asked(json.dumps({"questions": [question]}), {"answers": [response]})
+    assert isinstance(outcome, PreparedResume), outcome
+
+
+def test_a_selection_on_a_question_without_options_is_refused() -> None:
+    outcome = asked(
+        json.dumps({"questions": [{"question": "Why?"}]}), {"answers": [{"selections": ["x"]}]}
+    )
+    assert isinstance(outcome, Refusal) and outcome.reason is RefusalReason.RESPONSE_MISMATCH
+    assert outcome.detail == (
+        "answers[0].selections[0]: question 1 offers no options to select ('x'); free text goes "
+        "in other"
+    )
+
+
+def test_a_recorded_request_ask_user_cannot_read_binds_no_answer() -> None:
+    """A pause written past the recorder's check (another client, an older turnlog): refused by
+    name at step 4 rather than resumed with an answer nothing was checked against."""
+    outcome = asked(json.dumps({"question": "Which region?"}), {"answers": [{"selections": []}]})
+    assert isinstance(outcome, Refusal) and outcome.reason is RefusalReason.RESPONSE_MISMATCH
+    assert outcome.detail.startswith("the recorded request is not one ask_user can read (")
+
+
+def test_the_publisher_side_check_binds_when_it_has_the_request() -> None:
+    """``check_response`` without the request (a publisher holds only the token) checks the
+    schema; with it, what the worker checks."""
+    mars = json.dumps({"answers": [{"selections": ["mars"]}]})
+    assert resume.check_response(CLAIMS, INTERACTIONS, mars) == {
+        "answers": [{"selections": ["mars"], "other": None}]
+    }
+    with pytest.raises(Refused) as caught:
+        resume.check_response(CLAIMS, INTERACTIONS, mars, REQUEST)
+    assert caught.value.reason is RefusalReason.RESPONSE_MISMATCH
+
+
+def test_a_registered_interactions_response_check_refuses_by_name_at_step_4() -> None:
+    registry = default_interactions()
+    registry.register(
+        "pick_date",
+        {"type": "record", "name": "PickDate", "fields": [{"name": "date", "type": "string"}]},
+        check_response=lambda request, response: (
+            None
+            if response["date"] in request["dates"]
+            else f"date: {response['date']!r} not offered"
+        ),
+    )
+    cp = make_checkpoint(name="pick_date")
+    request = json.dumps({"dates": ["2026-05-01"]})
+    pause = make_pause(
+        cp, response_schema="pick_date", request_json=request, request_hash=request_hash(request)
+    )
+
+    def answer(date: str) -> Refusal | PreparedResume:
+        response = json.dumps({"date": date})
+        return prepare_resume(
+            make_answer(token=token_for(pause), response_json=response),
+            verifier=VERIFIER, interactions=registry, pause=pause, ledger=None, now=NOW,
+        )  # fmt: skip
+
+    refused = answer("2026-06-01")
+    assert isinstance(refused, Refusal)
+    assert (refused.reason, refused.detail) == (
+        RefusalReason.RESPONSE_MISMATCH,
+        "date: '2026-06-01' not offered",
+    )
+    assert isinstance(answer("2026-05-01"), PreparedResume)
+
+
+def test_a_response_that_does_not_fit_is_refused_before_the_request_is_read() -> None:
+    """The cheaper check first: a malformed response is ``response_invalid`` even against a
+    request that binds no answer."""
+    outcome = asked(json.dumps({"question": "Which region?"}), {"answers": "eu"})
+    assert isinstance(outcome, Refusal) and outcome.reason is RefusalReason.RESPONSE_INVALID
 
 
 def test_time_to_answer_never_goes_negative() -> None:
@@ -273,6 +470,9 @@ CASES: dict[RefusalReason, Case] = {
         make_answer(token=token_for(PAUSE, interaction="unregistered"))
     ),
     RefusalReason.RESPONSE_INVALID: lambda: run(make_answer(response_json='{"answers": 3}')),
+    RefusalReason.RESPONSE_MISMATCH: lambda: run(
+        make_answer(response_json=json.dumps({"answers": [{"selections": ["Green"]}]}))
+    ),
     RefusalReason.APPROVAL_MISMATCH: lambda: run(
         make_answer(
             token=token_for(

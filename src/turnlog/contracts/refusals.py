@@ -50,6 +50,9 @@ class RefusalReason(StrEnum):
     # step 4: the response is one the interaction accepts
     INTERACTION_UNKNOWN = "interaction_unknown"
     RESPONSE_INVALID = "response_invalid"
+    #: the response fits the schema but does not answer what the pause asked: a selection not
+    #: offered, a question unanswered or answered twice, free text where none is taken
+    RESPONSE_MISMATCH = "response_mismatch"
     #: an approval decides on another call (tool or arguments) than the one the pause asked about
     APPROVAL_MISMATCH = "approval_mismatch"
     #: the answer, or the turn it would resume, could not be written within the topic's limits
@@ -89,6 +92,7 @@ _STEPS: dict[RefusalReason, int] = {
     RefusalReason.REQUEST_HASH_MISMATCH: 3,
     RefusalReason.INTERACTION_UNKNOWN: 4,
     RefusalReason.RESPONSE_INVALID: 4,
+    RefusalReason.RESPONSE_MISMATCH: 4,
     RefusalReason.APPROVAL_MISMATCH: 4,
     RefusalReason.ANSWER_TOO_LARGE: 4,
     RefusalReason.NO_RECORDED_TURN_STATE: 5,

@@ -32,7 +32,7 @@ from turnlog.contracts.events import (
 )
 from turnlog.contracts.interactions import ASK_USER, InteractionRegistry
 from turnlog.contracts.ledger import LedgerEntry, Outcome
-from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
+from turnlog.contracts.refusals import Refusal, RefusalReason, Refused, refuse
 from turnlog.contracts.rehydration import rehydrate
 
 
@@ -205,18 +205,26 @@ def _answered_record(
 
 
 def check_response(
-    claims: PauseClaims, interactions: InteractionRegistry, response_json: str
+    claims: PauseClaims,
+    interactions: InteractionRegistry,
+    response_json: str,
+    request_json: str | None = None,
 ) -> Any:
     """Step 4 for the verified ``claims``: the response as its interaction's schema reads it, or
-    :class:`Refused` (``interaction_unknown``, ``response_invalid``, ``approval_mismatch``).
-
-    A publisher runs it before Kafka; the worker runs it again, authoritatively.
-    """
-    response = interactions.get(claims.interaction).validate(response_json)
+    :class:`Refused` (``interaction_unknown``, ``response_invalid``, ``approval_mismatch``,
+    ``response_mismatch``). ``request_json``, the recorded request, binds it to what was asked
+    (read once the schema fits, for an interaction that binds): the worker has it and decides;
+    a publisher holding only the token runs this without it, before Kafka."""
+    interaction = interactions.get(claims.interaction)
+    response = interaction.validate(response_json)
     if claims.interaction == APPROVE_TOOL_CALL:
         mismatch = approval_mismatch(response, claims.tool_name, claims.arguments_hash)
         if mismatch is not None:
             raise Refused(mismatch)
+    if request_json is not None:
+        problem = interaction.mismatch(request_json, response)
+        if problem is not None:
+            raise refuse(RefusalReason.RESPONSE_MISMATCH, problem)
     return response
 
 
@@ -301,7 +309,8 @@ def check_resume(
             )
     try:
         interaction = interactions.get(claims.interaction)
-        response = check_response(claims, interactions, answer.response_json)
+        asked = None if pause is None else pause.request_json
+        response = check_response(claims, interactions, answer.response_json, asked)
     except Refused as refused:
         return refused.refusal
     leave_open: str | None = None
@@ -353,10 +362,10 @@ def prepare_resume(
     the worker's clock, which decides the window (``submitted_at`` is the publisher's word).
 
     Order: the four axes are stated; 1 the token verifies and is in its window; 2 each axis
-    matches it; 3 the recorded request hashes to its claim; 4 the response fits the interaction;
-    5 the pause is recorded, is the token's, is unspent and can be continued; 7 the history is
-    rebuilt. With no pause recorded, step 3 has nothing to hash and the refusal comes at step 5,
-    so every refusal is the earliest step that fails.
+    matches it; 3 the recorded request hashes to its claim; 4 the response fits the interaction
+    and what was asked; 5 the pause is recorded, is the token's, is unspent and can be
+    continued; 7 the history is rebuilt. With no pause recorded, steps 3 and 4 have no request
+    to read and the refusal comes at step 5, so every refusal is the earliest step that fails.
     """
     checked = check_resume(
         answer,

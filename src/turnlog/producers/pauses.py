@@ -332,6 +332,10 @@ class PauseRecorder:
             raise PauseInvalid(
                 "interaction", f"no interaction {name!r} is registered here (known: {known})"
             )
+        # A request the interaction could bind no answer to would refuse every answer: no token.
+        problem = self._interactions.get(name).request_problem(request_json)
+        if problem is not None:
+            raise PauseInvalid("request_json", f"{name} cannot ask it: {problem}")
         window = self._window(ttl)
         # Tokens carry whole seconds; the recorded window must be the token's own.
         issued_at = self._clock().replace(microsecond=0)
