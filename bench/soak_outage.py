@@ -13,8 +13,8 @@ seen and when (against the broker's stop). ``--features`` is passed as ``KAFKA_L
 (the own broker is formatted with it); ``--txn-debug`` sets ``KAFKA_LOCAL_TXN_DEBUG=1``.
 
 Everything lands in ``--out`` (default ``bench/results/soak-outage/<time>/``): per run the
-pytest output, the kept broker log, and for a failed run pytest's temporary directory (the
-broker's data, to read with ``kafka.tools.DumpLogSegments``); ``summary.json`` at the end. The
+pytest output, the kept broker log, and for a failed run or one with skip lines pytest's
+temporary directory (the broker's data, for ``kafka.tools.DumpLogSegments``); ``summary.json``. The
 shared broker of ``TURNLOG_BOOTSTRAP_SERVERS`` (default ``127.0.0.1:9092``) must be running.
 """
 
@@ -148,8 +148,9 @@ def one_run(number: int, out: Path, env: dict[str, str], timeout: float) -> Run:
     read_pytest_output(text, run)
     for log in sorted((here / "logs").glob("*server.log")):
         read_broker_log(log, run)
-    if passed:
-        shutil.rmtree(basetemp, ignore_errors=True)  # the broker's data is kept for failures
+    if passed and not run.skip_lines:
+        # the broker's data is kept for a failure, and for a run whose markers were dropped
+        shutil.rmtree(basetemp, ignore_errors=True)
     return run
 
 
