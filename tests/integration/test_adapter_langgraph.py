@@ -1,34 +1,46 @@
-"""The LangGraph adapter end to end, with LangGraph's own checkpointer and langchain-core's fake
+"""The LangGraph adapter end to end, with LangGraph's own checkpointers and langchain-core's fake
 chat model (no network): the graph interrupts, the interrupt is paused durably, a separate task
 answers as the person, the worker resumes, and the graph continues with the answer as the value
-``interrupt()`` returns -- for a question and for a tool-call approval."""
+``interrupt()`` returns -- for a question and a tool-call approval, for two parallel nodes
+interrupting at once."""
 
 from __future__ import annotations
 
 import asyncio
-import json
+import operator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import pytest
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
-from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import interrupt
+from langgraph.types import Command, interrupt
 
 from tests.conftest import Names
 from tests.integration.test_api import api_settings
-from turnlog import APPROVE_TOOL_CALL, Paused, Turnlog, approval_request, edit
-from turnlog.adapters.langgraph import interrupts_of, pause_interrupt, resume_command
+from turnlog import APPROVE_TOOL_CALL, Paused, Turnlog, approval_request, edit, reject
+from turnlog.adapters.langgraph import (
+    approved_call,
+    interrupts_of,
+    pause_interrupt,
+    rejection_message,
+    resume_command,
+    resume_value,
+)
+from turnlog.contracts.events import TurnResumed
 
 ARGS = {"service": "billing", "region": "eu"}
+REGION = {"questions": [{"question": "Which region?", "options": ["eu", "us"]}]}
+SIZE = {"questions": [{"question": "Which size?", "options": ["small", "large"]}]}
+DEPLOYED: list[dict[str, str]] = []
 
 
 class State(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
     region: str
-    deployed: str
 
 
 def build_graph() -> Any:
@@ -43,21 +55,25 @@ def build_graph() -> Any:
         return {"messages": [model.invoke(state["messages"])]}
 
     def ask(state: State) -> State:
-        answer = interrupt({"questions": [{"question": "Which region?", "options": ["eu", "us"]}]})
+        answer = interrupt(REGION)
         return {"region": answer["answers"][0]["selections"][0]}
 
-    def approve_call(state: State) -> State:
+    def approve_deploy(state: State) -> State:  # the node docs/adapters/langgraph.md shows
         call = state["messages"][-1].tool_calls[0]  # type: ignore[union-attr]
-        decision = interrupt(approval_request(call["name"], call["args"]))
-        if decision["decision"] == "reject":
-            return {"deployed": "nothing"}
-        arguments = json.loads(decision["arguments_json"]) if decision["arguments_json"] else ARGS
-        return {"deployed": f"{arguments['service']} to {arguments['region']}"}
+        request = approval_request(call["name"], call["args"])
+        decision = interrupt(request)
+        run = approved_call(decision, request)
+        if run is None:
+            content = rejection_message(decision)
+        else:
+            DEPLOYED.append(run["arguments"])
+            content = f"deployed {run['arguments']['service']} to {run['arguments']['region']}"
+        return {"messages": [ToolMessage(content, tool_call_id=call["id"])]}
 
     graph = StateGraph(State)
     graph.add_node("agent", agent)
     graph.add_node("ask", ask)
-    graph.add_node("approve", approve_call)
+    graph.add_node("approve", approve_deploy)
     graph.add_edge(START, "agent")
     graph.add_edge("agent", "ask")
     graph.add_edge("ask", "approve")
@@ -65,38 +81,153 @@ def build_graph() -> Any:
     return graph.compile(checkpointer=InMemorySaver())
 
 
+async def person(tl: Turnlog, paused: Paused, response: dict[str, Any]) -> None:
+    sent = await tl.answer(paused.token, response, **paused.axes)
+    assert (await tl.outcome(sent.answer_id, timeout=45)).accepted
+
+
+@pytest.mark.parametrize(
+    ("decision", "says"),
+    [
+        (edit("deploy", ARGS, {**ARGS, "region": "us"}), "deployed billing to us"),
+        (reject("deploy", ARGS, "not on a Friday"), None),
+    ],
+    ids=["edit", "reject"],
+)
 async def test_a_langgraph_interrupt_pauses_and_the_resumed_turn_continues_the_graph(
-    bootstrap: str, names: Names, tmp_path: Path
+    bootstrap: str, names: Names, tmp_path: Path, decision: dict[str, Any], says: str | None
 ) -> None:
+    DEPLOYED.clear()
     graph = build_graph()
     thread = "lg-thread"
     config = {"configurable": {"thread_id": thread}}
     ids = {"thread_id": thread, "run_id": "run-lg", "session_id": "s-lg", "scope_hash": "t-a"}
-
-    async def person(tl: Turnlog, paused: Paused, response: dict[str, Any]) -> None:
-        sent = await tl.answer(paused.token, response, **paused.axes)
-        assert (await tl.outcome(sent.answer_id, timeout=45)).accepted
 
     async with Turnlog(api_settings(bootstrap, names, tmp_path)) as tl:
         worker = asyncio.create_task(tl.run_worker())
         result = await graph.ainvoke({"messages": [HumanMessage("Deploy billing.")]}, config)
         async with tl.resumed() as turns:
             steps = [
-                (None, {"answers": [{"selections": ["us"], "other": None}]}),
-                (APPROVE_TOOL_CALL, edit("deploy", ARGS, {**ARGS, "region": "us"})),
+                ("ask_user", {"answers": [{"selections": ["us"], "other": None}]}),
+                (APPROVE_TOOL_CALL, decision),
             ]
             for interaction, response in steps:
                 (pending,) = interrupts_of(result)
-                paused = await pause_interrupt(
-                    tl, pending, interaction=interaction or "ask_user", **ids
-                )
+                paused = await pause_interrupt(tl, pending, interaction=interaction, **ids)
                 answering = asyncio.create_task(person(tl, paused, response))
                 turn = await anext(aiter(turns))
                 await answering
                 assert turn.thread_id == thread and turn.interrupt_id == pending.id
-                result = await graph.ainvoke(resume_command(turn), config)
+                command = resume_command(turn)
+                assert command.resume == {pending.id: response}  # keyed with one pending, too
+                result = await graph.ainvoke(command, config)
         assert not worker.done()
 
     assert interrupts_of(result) == []
     assert result["region"] == "us"
-    assert result["deployed"] == "billing to us"
+    said = result["messages"][-1]
+    assert isinstance(said, ToolMessage) and said.tool_call_id == "call-1"
+    if says is None:  # rejected: nothing ran, and the model reads the worker's own wording
+        assert DEPLOYED == []
+        assert said.content == rejection_message(decision) == turn.history[-1]["content"]
+        assert "it was not run" in said.content and "not on a Friday" in said.content
+    else:
+        assert DEPLOYED == [{**ARGS, "region": "us"}]
+        assert said.content == says
+
+
+class Parallel(TypedDict, total=False):
+    answers: Annotated[list[str], operator.add]
+
+
+def parallel_graph(ran: list[str]) -> Any:
+    """START -> region and size, in parallel, each interrupting -> join -> END; every step a
+    node runs is written to ``ran``, so the test shows what re-runs on each resume."""
+
+    def asking(name: str, question: dict[str, Any]) -> Any:
+        def node(state: Parallel) -> Parallel:
+            ran.append(f"{name}: before interrupt")
+            answer = interrupt(question)
+            ran.append(f"{name}: answered")
+            return {"answers": [f"{name}={answer['answers'][0]['selections'][0]}"]}
+
+        return node
+
+    def join(state: Parallel) -> Parallel:
+        ran.append("join")
+        return {"answers": ["joined"]}
+
+    graph = StateGraph(Parallel)
+    graph.add_node("region", asking("region", REGION))
+    graph.add_node("size", asking("size", SIZE))
+    graph.add_node("join", join)
+    graph.add_edge(START, "region")
+    graph.add_edge(START, "size")
+    graph.add_edge(["region", "size"], "join")
+    graph.add_edge("join", END)
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+async def test_two_parallel_interrupts_each_resumed_from_its_own_turn_one_at_a_time(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """What a user sees on LangGraph 1.2 (docs/adapters/langgraph.md says it): both interrupts
+    are paused, each answered and resumed from its own turn; the resumed node re-runs from its
+    top, the node still waiting re-runs up to its ``interrupt()`` (same id: not paused again),
+    a redelivered turn answers nothing, and the join runs once, after the last answer."""
+    ran: list[str] = []
+    graph = parallel_graph(ran)
+    thread = "lg-parallel"
+    config = {"configurable": {"thread_id": thread}}
+    ids = {"thread_id": thread, "run_id": "run-p", "session_id": "s-p", "scope_hash": "t-a"}
+    result = await graph.ainvoke({"answers": []}, config)
+    region, size = sorted(interrupts_of(result), key=lambda i: i.value != REGION)
+    assert (region.value, size.value) == (REGION, SIZE)
+    assert sorted(ran) == ["region: before interrupt", "size: before interrupt"]
+
+    async def resumed_one(tl: Turnlog, turns: Any, paused: Paused, pick: str) -> TurnResumed:
+        answering = asyncio.create_task(
+            person(tl, paused, {"answers": [{"selections": [pick], "other": None}]})
+        )
+        turn = await anext(aiter(turns))
+        await answering
+        return turn  # type: ignore[no-any-return]
+
+    async with Turnlog(api_settings(bootstrap, names, tmp_path)) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        paused = {i.id: await pause_interrupt(tl, i, **ids) for i in (region, size)}
+        async with tl.resumed() as turns:
+            first = await resumed_one(tl, turns, paused[region.id], "eu")
+            assert first.interrupt_id == region.id
+            # The bare value LangGraph refuses with two pending; the adapter keys it.
+            with pytest.raises(RuntimeError, match="multiple pending interrupts"):
+                await graph.ainvoke(Command(resume=resume_value(first)), config)
+
+            ran.clear()
+            before = (await graph.aget_state(config)).interrupts
+            result = await graph.ainvoke(resume_command(first), config)
+            assert sorted(ran) == [
+                "region: answered",
+                "region: before interrupt",  # the resumed node runs again from its top
+                "size: before interrupt",  # and the one still waiting, up to its interrupt
+            ]
+            assert [i.id for i in interrupts_of(result)] == [size.id]  # listed again ...
+            assert interrupts_of(result, besides=before) == []  # ... but paused already
+            assert result["answers"] == ["region=eu"]
+
+            ran.clear()  # the same turn delivered again: its interrupt is answered already
+            result = await graph.ainvoke(resume_command(first), config)
+            assert ran == ["size: before interrupt"]
+            assert result["answers"] == ["region=eu"]
+            assert [i.id for i in interrupts_of(result)] == [size.id]  # still unanswered
+
+            second = await resumed_one(tl, turns, paused[size.id], "large")
+            assert second.interrupt_id == size.id
+            ran.clear()
+            result = await graph.ainvoke(resume_command(second), config)
+        assert not worker.done()
+
+    # The node answered first does not fire again (langgraph#5952 is not seen on 1.2).
+    assert ran == ["size: before interrupt", "size: answered", "join"]
+    assert result["answers"] == ["region=eu", "size=large", "joined"]
+    assert interrupts_of(result) == []

@@ -24,6 +24,7 @@ from openai.types.responses import (
 from tests.conftest import Names
 from tests.integration.test_api import api_settings
 from turnlog import Paused, Turnlog, approve, edit, reject
+from turnlog.adapters import rejection_message
 from turnlog.adapters.openai_agents import pause_approval, resume_input
 
 ARGS = {"service": "billing", "region": "eu"}
@@ -102,3 +103,5 @@ async def test_a_tool_approval_pauses_and_the_resumed_turn_continues_the_run(
     second = await Runner.run(agent, await resume_input(turn, agent), run_config=NO_TRACING)
     assert ran == RAN
     assert says in str(second.final_output)
+    if decision["decision"] == "reject":  # what the model reads: the wording of every adapter
+        assert second.final_output == f"Done: {rejection_message(decision)}"

@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent, DeferredToolRequests
+from pydantic_ai.messages import ModelRequest, ToolReturnPart
 from pydantic_ai.models.test import TestModel
 
 from tests.conftest import Names
 from tests.integration.test_api import api_settings
 from turnlog import Paused, Turnlog, approve, edit, reject
+from turnlog.adapters import rejection_message
 from turnlog.adapters.pydantic_ai import pause_deferred, resume_arguments
 
 RAN: list[dict[str, str]] = []
@@ -74,3 +76,14 @@ async def test_a_deferred_approval_pauses_and_the_resumed_turn_continues_the_run
     second = await make_agent().run(message_history=history, deferred_tool_results=results)
     assert ran == RAN
     assert isinstance(second.output, str) and says in second.output
+    returned = [
+        part.content
+        for message in second.all_messages()
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart) and part.tool_name == "deploy"
+    ]
+    decision = decide(arguments)
+    if decision["decision"] == "reject":  # what the model reads: the wording of every adapter
+        assert returned == [rejection_message(decision)]
+        assert turn.history[-1]["content"] == rejection_message(decision)

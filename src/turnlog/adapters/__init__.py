@@ -2,10 +2,36 @@
 turnlog's, so an agent keeps its framework and gains a durable, exactly-once pause.
 
 - :mod:`turnlog.adapters.langgraph` (``pip install turnlog[langgraph]``): an ``interrupt()``
-  becomes a pause; the resumed turn becomes ``Command(resume=...)``.
+  becomes a pause; the resumed turn becomes ``Command(resume={interrupt_id: ...})``.
 - :mod:`turnlog.adapters.pydantic_ai` (``pip install turnlog[pydantic-ai]``): deferred tool
   requests become an approval pause; the resumed turn becomes the message history and
   ``DeferredToolResults``.
 - :mod:`turnlog.adapters.openai_agents` (``pip install turnlog[openai-agents]``): a run's tool
   approval becomes an approval pause; the resumed turn becomes the input that continues it.
+
+What the three share lives here, so an agent reads the same thing whichever framework runs it.
 """
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from turnlog.contracts.approvals import REJECT, render_approval
+
+__all__ = ["rejection_message"]
+
+
+def rejection_message(response: Mapping[str, Any]) -> str:
+    """What the model reads as the result of a call the person rejected -- ``The person rejected
+    this call; it was not run. Their message: "..."`` -- through every adapter.
+
+    It is the very text the resume worker writes into the resumed turn's history as the call's
+    tool message, so a model continued through Pydantic AI's ``ToolDenied``, through the OpenAI
+    Agents SDK's function output or through a LangGraph ``ToolMessage`` reads one wording, and
+    is told that nothing ran, not only the person's message. ``ValueError`` for a response that
+    is no rejection: an approved call has a real result, never this text.
+    """
+    if response.get("decision") != REJECT:
+        raise ValueError(f"a {response.get('decision')!r} decision is no rejection")
+    return render_approval(response)

@@ -1,5 +1,6 @@
 """LangGraph: a graph's ``interrupt(payload)`` becomes a durable turnlog pause, and the resumed
-turn the ``Command(resume=...)`` that continues the graph (``pip install turnlog[langgraph]``).
+turn the ``Command(resume={interrupt_id: value})`` that continues the graph
+(``pip install turnlog[langgraph]``).
 
 LangGraph's own checkpointer keeps the graph's state; what it does not give is a pause that
 survives the process, is answered from anywhere and resumes exactly once. So the interrupt is
@@ -7,23 +8,30 @@ recorded as a pause whose request is the interrupt's payload and whose answered 
 interrupt's id; the person's answer is checked against the interaction like any other; and the
 resumed turn's response -- already validated -- is the value ``interrupt()`` returns::
 
-    result = graph.invoke(inputs, config)
+    result = await graph.ainvoke(inputs, config)
     for pending in interrupts_of(result):
         paused = await pause_interrupt(tl, pending, thread_id=..., run_id=..., session_id=...,
                                        scope_hash=...)
-    ...
-    async with tl.resumed() as turns:
-        async for turn in turns:
-            graph.invoke(resume_command(turn), {"configurable": {"thread_id": turn.thread_id}})
+    ...                                             # any process, a durable checkpointer
+    before = (await graph.aget_state(config)).interrupts
+    result = await graph.ainvoke(resume_command(turn), config)
+    for pending in interrupts_of(result, besides=before):   # only the ones not paused yet
+        ...
+
+Continuing in another process needs a durable checkpointer (``langgraph-checkpoint-sqlite``'s
+``AsyncSqliteSaver``, ``langgraph-checkpoint-postgres``), not ``InMemorySaver``: the graph's
+state and pending interrupts are LangGraph's, the pause and answer turnlog's.
 
 An interrupt for ``approve_tool_call`` carries the approval request (``{"tool", "arguments"}``);
-its asking round is then that very call, so the approval is bound to it.
+its asking round is then that very call, so the approval is bound to it, and in the node
+:func:`approved_call` turns the decision ``interrupt()`` returns into the call to run.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -32,17 +40,41 @@ try:
 except ImportError as exc:  # the optional extra is not installed
     raise ImportError("turnlog.adapters.langgraph needs `pip install turnlog[langgraph]`") from exc
 
+from turnlog.adapters import rejection_message
 from turnlog.api import Paused, Turnlog
 from turnlog.clock import utc_now
-from turnlog.contracts.approvals import APPROVE_TOOL_CALL
+from turnlog.contracts.approvals import APPROVE_TOOL_CALL, REJECT, arguments_hash
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
 from turnlog.contracts.events import TurnResumed
 from turnlog.contracts.interactions import ASK_USER
 
+__all__ = [
+    "approved_call",
+    "interrupts_of",
+    "pause_interrupt",
+    "rejection_message",
+    "resume_command",
+    "resume_value",
+]
 
-def interrupts_of(result: Mapping[str, Any]) -> list[Interrupt]:
-    """The interrupts a ``graph.invoke`` result stopped on (none when the graph finished)."""
-    return list(result.get("__interrupt__", ()))
+#: LangGraph tells a resume map from a plain resume value by its keys: all of them interrupt
+#: ids, the 32 lowercase hex digits of an xxh3-128 digest.
+_INTERRUPT_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def interrupts_of(
+    result: Mapping[str, Any], *, besides: Iterable[Interrupt | str] = ()
+) -> list[Interrupt]:
+    """The interrupts a ``graph.invoke`` result stopped on (none when the graph finished),
+    leaving out ``besides`` (interrupts or their ids).
+
+    After a resume, LangGraph lists every interrupt still pending -- a parallel node's that was
+    paused before, with the same id, among them. Pass the interrupts pending before the resume
+    (``graph.get_state(config).interrupts``) as ``besides`` and only the new ones are left,
+    the ones to pause: pausing one twice would hand the person two tokens for one question.
+    """
+    known = {i if isinstance(i, str) else i.id for i in besides}
+    return [i for i in result.get("__interrupt__", ()) if i.id not in known]
 
 
 async def pause_interrupt(
@@ -60,7 +92,9 @@ async def pause_interrupt(
 ) -> Paused:
     """Record ``interrupt`` as a pause of ``thread_id`` (use the graph's own thread id, so the
     resumed turn names the graph thread to continue). ``messages`` is the conversation so far,
-    as role/content dicts; the interrupt is appended as the asking round."""
+    as role/content dicts; the interrupt is appended as the asking round. Each interrupt of a
+    thread is a pause of its own (its checkpoint is ``interrupt-<id>``), so parallel nodes'
+    interrupts are answered and resumed one at a time."""
     value = interrupt.value
     if interaction == APPROVE_TOOL_CALL and isinstance(value, Mapping):
         call = ReservedCall(interrupt.id, str(value.get("tool", "")), value.get("arguments"))
@@ -87,5 +121,47 @@ def resume_value(turn: TurnResumed) -> Any:
 
 
 def resume_command(turn: TurnResumed) -> Command[Any]:
-    """``Command(resume=response)`` for ``graph.invoke`` / ``ainvoke`` on the turn's thread."""
-    return Command(resume=resume_value(turn))
+    """``Command(resume={turn.interrupt_id: response})`` for ``graph.invoke`` / ``ainvoke`` on
+    the turn's thread.
+
+    Always keyed by the interrupt's id, not only when several are pending: with two pending
+    (parallel nodes interrupting) a bare value is LangGraph's ``RuntimeError``, and with one
+    pending a bare value answers *whichever* interrupt is pending -- so a turn delivered again
+    after its interrupt was answered would answer the graph's next question with the old
+    answer. Keyed, the value reaches its own interrupt, and one no longer pending is ignored.
+    ``ValueError`` for a turn whose interrupt id is no LangGraph id (paused otherwise than by
+    :func:`pause_interrupt`), which LangGraph would take for a plain value.
+    """
+    if not _INTERRUPT_ID.fullmatch(turn.interrupt_id):
+        raise ValueError(
+            f"turn {turn.token_id} has interrupt id {turn.interrupt_id!r}, not a LangGraph "
+            "interrupt's: pause the interrupt with pause_interrupt()"
+        )
+    return Command(resume={turn.interrupt_id: resume_value(turn)})
+
+
+def approved_call(decision: Mapping[str, Any], request: Mapping[str, Any]) -> dict[str, Any] | None:
+    """In the node, the call an approval lets run: ``{"name", "arguments"}`` -- arguments as a
+    value, the person's edits applied -- or ``None`` when the person rejected it (answer the
+    call with :func:`rejection_message` then, the text every adapter gives the model)::
+
+        request = approval_request(call["name"], call["args"])
+        decision = interrupt(request)
+        run = approved_call(decision, request)
+
+    ``decision`` is what ``interrupt()`` returned, ``request`` what it was given. The worker
+    bound the decision to the paused call; a node that re-runs and asks about another call
+    (other arguments, another tool) gets ``ValueError`` instead of running it on that "yes".
+    """
+    tool, hashed = request.get("tool"), arguments_hash(request.get("arguments"))
+    if decision.get("tool") != tool or decision.get("arguments_hash") != hashed:
+        raise ValueError(
+            f"the decision is on {decision.get('tool')!r} with arguments "
+            f"{str(decision.get('arguments_hash'))[:12]}..., this node asks about {tool!r} with "
+            f"arguments {hashed[:12]}...: the call must not run on that approval"
+        )
+    if decision["decision"] == REJECT:
+        return None
+    edited = decision.get("arguments_json")
+    arguments = request.get("arguments") if edited is None else json.loads(edited)
+    return {"name": tool, "arguments": arguments}

@@ -13,8 +13,10 @@ run -- in any process (``pip install turnlog[openai-agents]``)::
 The SDK's ``RunState`` lives in one process; the pause instead keeps the run's items as
 turnlog's role/content records, so a process that never saw the pause rebuilds the input from
 the resumed turn alone. On resume, an approved call (with the person's arguments when edited)
-is run through the agent's own tool, as the SDK runs an approved call; a rejected call already
-has the rejection as its output. One approval per pause.
+is run through the agent's own tool, as the SDK runs an approved call; a rejected call has
+:func:`~turnlog.adapters.rejection_message` as its output, the wording the other adapters give
+the model. One approval per pause: a run stopped for several is refused
+(:class:`~turnlog.errors.PauseInvalid`, saying what to do) rather than half-paused.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ except ImportError as exc:  # the optional extra is not installed
     needs = "turnlog.adapters.openai_agents needs `pip install turnlog[openai-agents]`"
     raise ImportError(needs) from exc
 
+from turnlog.adapters import rejection_message
 from turnlog.api import Paused, Turnlog
 from turnlog.clock import utc_now
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approval_request, approved_call
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import TurnResumed
+from turnlog.errors import PauseInvalid
 
 
 def _text(content: Any) -> str:
@@ -112,7 +116,13 @@ async def pause_approval(
     """Record the run's one pending tool approval as an ``approve_tool_call`` pause."""
     pending = [i for i in result.interruptions if isinstance(i, ToolApprovalItem)]
     if len(pending) != 1 or len(result.interruptions) != 1:
-        raise ValueError(f"one approval per pause: the run has {len(result.interruptions)}")
+        names = ", ".join(str(getattr(i, "tool_name", None) or "?") for i in result.interruptions)
+        raise PauseInvalid(
+            "result.interruptions",
+            f"one approval per pause, and this run stopped for {len(result.interruptions)} "
+            f"({names}); nothing was paused. Ask the model for one call per response: "
+            "Agent(..., model_settings=ModelSettings(parallel_tool_calls=False))",
+        )
     raw = pending[0].raw_item
     call_id, name, arguments = _call_of(raw)
     checkpoint = TurnCheckpoint(
@@ -139,11 +149,13 @@ def _call_of(raw: Any) -> tuple[str, str, str]:
 
 async def resume_input(turn: TurnResumed, agent: Agent[Any], *, context: Any = None) -> list[Any]:
     """The input continuing the run: the resumed history, and -- when the call was approved --
-    its output, from the agent's own tool run with the approved (or edited) arguments."""
+    its output, from the agent's own tool run with the approved (or edited) arguments; when it
+    was rejected, :func:`~turnlog.adapters.rejection_message` is its output, the wording every
+    adapter gives the model."""
     items = to_items(turn.history)
     call = approved_call(turn)
     if call is None:
-        return items  # rejected: the history holds the rejection as the call's output
+        return _rejected(items, turn)
     tool = next(
         (t for t in agent.tools if isinstance(t, FunctionTool) and t.name == call["name"]), None
     )
@@ -156,4 +168,18 @@ async def resume_input(turn: TurnResumed, agent: Agent[Any], *, context: Any = N
     output = await tool.on_invoke_tool(tool_context, arguments)
     text = output if isinstance(output, str) else json.dumps(output)
     items.append({"type": "function_call_output", "call_id": call["id"], "output": text})
+    return items
+
+
+def _rejected(items: list[Any], turn: TurnResumed) -> list[Any]:
+    """The items with the rejected call's output set to the shared rejection wording (the
+    worker wrote the same text into the history; set here, it cannot drift from the others)."""
+    if turn.name != APPROVE_TOOL_CALL:
+        raise ValueError(f"turn of {turn.name!r} is no approval")
+    output = rejection_message(json.loads(turn.response_json))
+    for item in items:
+        if item.get("type") == "function_call_output" and item["call_id"] == turn.tool_call_id:
+            item["output"] = output
+            return items
+    items.append({"type": "function_call_output", "call_id": turn.tool_call_id, "output": output})
     return items

@@ -14,7 +14,9 @@ and ``DeferredToolResults`` that continue the run (``pip install turnlog[pydanti
 The run's messages travel as turnlog's role/content records (seed 000: the mapping is the
 wire), so a process that never saw the pause rebuilds the history from the resumed turn alone.
 One approval per pause: a run that defers several calls, or external calls, is refused here
-rather than half-paused.
+(:class:`~turnlog.errors.PauseInvalid`, saying what to do) rather than half-paused. A rejected
+call is denied with :func:`~turnlog.adapters.rejection_message`, so the model reads the wording
+the other adapters give it.
 """
 
 from __future__ import annotations
@@ -43,11 +45,13 @@ except ImportError as exc:  # the optional extra is not installed
         "turnlog.adapters.pydantic_ai needs `pip install turnlog[pydantic-ai]`"
     ) from exc
 
+from turnlog.adapters import rejection_message
 from turnlog.api import Paused, Turnlog
 from turnlog.clock import utc_now
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, EDIT, REJECT, approval_request
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import TurnResumed
+from turnlog.errors import PauseInvalid
 
 
 def to_records(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]:
@@ -135,9 +139,14 @@ async def pause_deferred(
     """Record the run's one deferred approval as an ``approve_tool_call`` pause, its history
     (``result.all_messages()``) as the checkpoint."""
     if requests.calls or len(requests.approvals) != 1:
-        raise ValueError(
-            f"one approval per pause: this run deferred {len(requests.approvals)} approval(s) "
-            f"and {len(requests.calls)} external call(s)"
+        names = ", ".join(c.tool_name for c in (*requests.approvals, *requests.calls))
+        raise PauseInvalid(
+            "requests",
+            f"one approval per pause, and this run deferred {len(requests.approvals)} "
+            f"approval(s) and {len(requests.calls)} external call(s) ({names}); nothing was "
+            "paused. Ask the model for one call per response (agent.run(..., "
+            "model_settings={'parallel_tool_calls': False})), and run external calls yourself: "
+            "their results go in DeferredToolResults(calls=...) of the next run",
         )
     call = requests.approvals[0]
     checkpoint = TurnCheckpoint(
@@ -158,7 +167,8 @@ async def pause_deferred(
 
 def resume_arguments(turn: TurnResumed) -> tuple[list[ModelMessage], DeferredToolResults]:
     """``(message_history, deferred_tool_results)`` for ``agent.run`` from a resumed approval:
-    the history up to the asking round, and the person's decision on its call."""
+    the history up to the asking round, and the person's decision on its call (a rejection as
+    ``ToolDenied(rejection_message(...))``, what every adapter's model reads)."""
     if turn.name != APPROVE_TOOL_CALL:
         raise ValueError(f"turn of {turn.name!r} is no approval")
     history = list(turn.history)
@@ -170,6 +180,6 @@ def resume_arguments(turn: TurnResumed) -> tuple[list[ModelMessage], DeferredToo
     if decision["decision"] == EDIT:
         approval = ToolApproved(override_args=json.loads(decision["arguments_json"]))
     elif decision["decision"] == REJECT:
-        approval = ToolDenied(decision.get("message") or "The person rejected this call.")
+        approval = ToolDenied(rejection_message(decision))
     results = DeferredToolResults(approvals={turn.tool_call_id: approval})
     return to_messages(history[: asking + 1]), results

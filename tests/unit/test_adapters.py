@@ -1,0 +1,260 @@
+"""The adapters' parts that need no broker: LangGraph's resume keyed by interrupt id (and why: a
+turn delivered again must not answer the graph's next question), the approval a LangGraph node
+runs, the one rejection wording the three adapters give the model, and the "one approval per
+pause" refusal saying what to do, before anything is written."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any, TypedDict
+
+import pytest
+from agents import Agent, RunConfig, Runner, function_tool
+from agents.items import ModelResponse
+from agents.models.interface import Model
+from agents.usage import Usage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
+from openai.types.responses import ResponseFunctionToolCall
+from pydantic_ai import Agent as PydanticAgent
+from pydantic_ai import DeferredToolRequests, ToolDenied
+from pydantic_ai.models.test import TestModel
+
+from turnlog import APPROVE_TOOL_CALL, PauseInvalid, approval_request, approve, edit, reject
+from turnlog.adapters import langgraph, openai_agents, pydantic_ai, rejection_message
+from turnlog.contracts.approvals import render_approval
+from turnlog.contracts.events import TurnResumed
+
+ARGS = {"service": "billing", "region": "eu"}
+LG_ID = "0123456789abcdef0123456789abcdef"
+
+
+def turn_of(response: Any, *, interrupt_id: str = LG_ID, name: str = "ask_user") -> TurnResumed:
+    call = {"id": "call-1", "name": "deploy", "arguments": json.dumps(ARGS)}
+    history: list[dict[str, Any]] = [{"role": "assistant", "content": "", "tool_calls": [call]}]
+    if name == APPROVE_TOOL_CALL and response["decision"] == "reject":
+        history.append(
+            {"role": "tool", "content": render_approval(response), "tool_call_id": "call-1"}
+        )
+    return TurnResumed(
+        event_id="e1",
+        occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
+        package_version="0",
+        token_id="tok-1",
+        answer_id="a-1",
+        run_id="run-1",
+        session_id="s-1",
+        thread_id="t-1",
+        checkpoint_id="cp-1",
+        interrupt_id=interrupt_id,
+        tool_call_id="call-1",
+        name=name,
+        prompt="",
+        response_json=json.dumps(response),
+        history=tuple(history),
+    )
+
+
+# -- LangGraph: the resume keyed by interrupt id -------------------------------------------------
+
+
+def test_resume_command_is_keyed_by_the_turns_interrupt_id() -> None:
+    command = langgraph.resume_command(turn_of({"answers": []}))
+    assert command.resume == {LG_ID: {"answers": []}}
+
+
+def test_a_turn_with_no_langgraph_interrupt_id_is_refused_not_sent_as_a_plain_value() -> None:
+    with pytest.raises(ValueError, match="not a LangGraph interrupt's"):
+        langgraph.resume_command(turn_of({"answers": []}, interrupt_id="call-1"))
+
+
+class Steps(TypedDict, total=False):
+    one: str
+    two: str
+
+
+def two_questions() -> Any:
+    def one(state: Steps) -> Steps:
+        return {"one": interrupt("first?")}
+
+    def two(state: Steps) -> Steps:
+        return {"two": interrupt("second?")}
+
+    graph = StateGraph(Steps)
+    graph.add_node("one", one)
+    graph.add_node("two", two)
+    graph.add_edge(START, "one")
+    graph.add_edge("one", "two")
+    graph.add_edge("two", END)
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+def test_a_turn_delivered_again_answers_nothing_where_a_bare_value_answers_the_next_question() -> (
+    None
+):
+    """Why the resume is always keyed: after the first answer, the graph waits on its second
+    question; the first turn again -- a loop that stopped before its commit gets it twice --
+    must not become the answer to that one. Keyed, LangGraph ignores it; bare, it does not."""
+    graph = two_questions()
+    config = {"configurable": {"thread_id": "again"}}
+    (first,) = langgraph.interrupts_of(graph.invoke({}, config))
+    turn = turn_of("eu", interrupt_id=first.id)
+    (second,) = langgraph.interrupts_of(graph.invoke(langgraph.resume_command(turn), config))
+
+    again = graph.invoke(langgraph.resume_command(turn), config)
+    assert (again.get("two"), langgraph.interrupts_of(again)) == (None, [second])
+
+    bare = graph.invoke(Command(resume=langgraph.resume_value(turn)), config)
+    assert bare["two"] == "eu"  # the old answer, to a question the person never saw
+
+
+def test_interrupts_of_leaves_out_the_ones_pending_before() -> None:
+    graph = two_questions()
+    config = {"configurable": {"thread_id": "besides"}}
+    result = graph.invoke({}, config)
+    (pending,) = langgraph.interrupts_of(result)
+    assert langgraph.interrupts_of(result, besides=[pending]) == []
+    assert langgraph.interrupts_of(result, besides=[pending.id]) == []
+    assert langgraph.interrupts_of({"one": "x"}) == []
+
+
+# -- LangGraph: the call an approval lets a node run ---------------------------------------------
+
+
+def test_approved_call_gives_the_call_to_run_with_edits_applied_or_none() -> None:
+    request = approval_request("deploy", ARGS)
+    edited = {**ARGS, "region": "us"}
+    assert langgraph.approved_call(approve("deploy", ARGS), request) == {
+        "name": "deploy",
+        "arguments": ARGS,
+    }
+    assert langgraph.approved_call(edit("deploy", ARGS, edited), request) == {
+        "name": "deploy",
+        "arguments": edited,
+    }
+    assert langgraph.approved_call(reject("deploy", ARGS, "no"), request) is None
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [approval_request("deploy", {**ARGS, "region": "us"}), approval_request("destroy", ARGS)],
+    ids=["other-arguments", "other-tool"],
+)
+def test_approved_call_refuses_a_decision_on_another_call(asked: dict[str, Any]) -> None:
+    """A node that asks about another call on re-run must not run it on the first "yes"."""
+    with pytest.raises(ValueError, match="must not run on that approval"):
+        langgraph.approved_call(approve("deploy", ARGS), asked)
+
+
+# -- one rejection wording ------------------------------------------------------------------------
+
+
+def test_the_rejection_wording_is_the_workers_tool_message_and_says_nothing_ran() -> None:
+    decision = reject("deploy", ARGS, "not on a Friday")
+    text = rejection_message(decision)
+    assert text == render_approval(decision)
+    assert text == 'The person rejected this call; it was not run. Their message: "not on a Friday"'
+    with pytest.raises(ValueError, match="no rejection"):
+        rejection_message(approve("deploy", ARGS))
+
+
+def test_pydantic_ai_denies_a_rejected_call_with_the_shared_wording() -> None:
+    decision = reject("deploy", ARGS, "not on a Friday")
+    _, results = pydantic_ai.resume_arguments(turn_of(decision, name=APPROVE_TOOL_CALL))
+    assert results.approvals == {"call-1": ToolDenied(rejection_message(decision))}
+
+
+async def test_openai_agents_answers_a_rejected_call_with_the_shared_wording() -> None:
+    decision = reject("deploy", ARGS, "not on a Friday")
+    agent: Agent[Any] = Agent(name="deployer", tools=[])
+    items = await openai_agents.resume_input(turn_of(decision, name=APPROVE_TOOL_CALL), agent)
+    outputs = [i for i in items if i.get("type") == "function_call_output"]
+    assert outputs == [
+        {"type": "function_call_output", "call_id": "call-1", "output": rejection_message(decision)}
+    ]
+
+
+# -- one approval per pause: refused, saying what to do, before anything is written --------------
+
+
+class Untouched:
+    """A Turnlog stand-in that fails the test if the adapter uses it: the refusal comes first."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the adapter used tl.{name} before refusing")
+
+
+async def test_pydantic_ai_refuses_two_deferred_approvals_with_what_to_do() -> None:
+    agent: PydanticAgent[None, str | DeferredToolRequests] = PydanticAgent(
+        TestModel(), output_type=[str, DeferredToolRequests]
+    )
+
+    @agent.tool_plain(requires_approval=True)
+    def deploy(service: str) -> str:
+        return service
+
+    @agent.tool_plain(requires_approval=True)
+    def notify(channel: str) -> str:
+        return channel
+
+    result = await agent.run("Deploy and tell everyone.")
+    assert isinstance(result.output, DeferredToolRequests)
+    assert len(result.output.approvals) == 2  # TestModel calls every tool in one response
+    with pytest.raises(PauseInvalid) as refused:
+        await pydantic_ai.pause_deferred(
+            Untouched(),  # type: ignore[arg-type]
+            result.output,
+            result.all_messages(),
+            thread_id="t", run_id="r", session_id="s", scope_hash="h",
+        )  # fmt: skip
+    assert refused.value.field == "requests"
+    assert "2 approval(s) and 0 external call(s) (deploy, notify)" in str(refused.value)
+    assert "'parallel_tool_calls': False" in str(refused.value)
+
+
+class TwoCalls(Model):
+    """Asks for two approval-needing calls in one response."""
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        calls = [
+            ResponseFunctionToolCall(
+                arguments=json.dumps({"service": "billing"}),
+                call_id=f"call-{name}",
+                name=name,
+                type="function_call",
+            )
+            for name in ("deploy", "notify")
+        ]
+        return ModelResponse(output=list(calls), usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+@function_tool(needs_approval=True)
+def deploy(service: str) -> str:
+    """Deploy a service."""
+    return service
+
+
+@function_tool(needs_approval=True)
+def notify(service: str) -> str:
+    """Tell everyone."""
+    return service
+
+
+async def test_openai_agents_refuses_two_interruptions_with_what_to_do() -> None:
+    agent: Agent[Any] = Agent(name="deployer", model=TwoCalls(), tools=[deploy, notify])
+    result = await Runner.run(agent, "Deploy.", run_config=RunConfig(tracing_disabled=True))
+    assert len(result.interruptions) == 2
+    with pytest.raises(PauseInvalid) as refused:
+        await openai_agents.pause_approval(
+            Untouched(),  # type: ignore[arg-type]
+            result,
+            thread_id="t", run_id="r", session_id="s", scope_hash="h",
+        )  # fmt: skip
+    assert refused.value.field == "result.interruptions"
+    assert "stopped for 2 (deploy, notify)" in str(refused.value)
+    assert "ModelSettings(parallel_tool_calls=False)" in str(refused.value)
