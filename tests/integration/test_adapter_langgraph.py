@@ -2,12 +2,15 @@
 chat model (no network): the graph interrupts, the interrupt is paused durably, a separate task
 answers as the person, the worker resumes, and the graph continues with the answer as the value
 ``interrupt()`` returns -- for a question and a tool-call approval, for two parallel nodes
-interrupting at once."""
+interrupting at once, and across three processes over a durable (sqlite) checkpointer."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import operator
+import subprocess
+import sys
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -15,11 +18,13 @@ import pytest
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 
 from tests.conftest import Names
+from tests.integration.cli_support import Cli, Spawned, cli_env
 from tests.integration.test_api import api_settings
 from turnlog import APPROVE_TOOL_CALL, Paused, Turnlog, approval_request, edit, reject
 from turnlog.adapters.langgraph import (
@@ -32,6 +37,7 @@ from turnlog.adapters.langgraph import (
 )
 from turnlog.contracts.events import TurnResumed
 
+ROOT = Path(__file__).resolve().parents[2]
 ARGS = {"service": "billing", "region": "eu"}
 REGION = {"questions": [{"question": "Which region?", "options": ["eu", "us"]}]}
 SIZE = {"questions": [{"question": "Which size?", "options": ["small", "large"]}]}
@@ -231,3 +237,78 @@ async def test_two_parallel_interrupts_each_resumed_from_its_own_turn_one_at_a_t
     assert ran == ["size: before interrupt", "size: answered", "join"]
     assert result["answers"] == ["region=eu", "size=large", "joined"]
     assert interrupts_of(result) == []
+
+
+def test_the_example_starts_answers_and_continues_in_three_processes(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """start, answer and continue are three processes (a `turnlog worker` a fourth); the third
+    has only the resumed turn on Kafka and the graph's sqlite checkpoint on disk -- with
+    InMemorySaver it would find no interrupt to resume."""
+    env = cli_env(bootstrap, names.prefix, names.app, tmp_path)
+    cli = Cli(env)
+    cli("keys", "new", "--kid", "k1")
+    cli("topics", "ensure")
+    script = str(ROOT / "examples" / "langgraph_agent.py")
+
+    def step(name: str) -> str:
+        run = subprocess.run(
+            [sys.executable, script, name],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=150,
+            check=False,
+        )
+        assert run.returncode == 0, run.stderr
+        return run.stdout
+
+    worker = Spawned(cli, "worker")
+    try:
+        worker.wait_for_line("worker ")
+        assert step("start").startswith("paused; token ")
+        files = tmp_path / "langgraph-example"
+        thread = json.loads((files / "pause.json").read_text())["thread"]
+        assert step("answer") == "outcome accepted: True\n"
+        assert step("continue") == "graph: Deploying billing. region=us\n"
+    finally:
+        worker.proc.send_signal(2)
+        code, _ = worker.finish(timeout=60)
+    assert code == 0
+
+    async def finished_state() -> Any:
+        async with AsyncSqliteSaver.from_conn_string(str(files / "checkpoints.sqlite")) as saver:
+            return await saver.aget_tuple({"configurable": {"thread_id": thread}})
+
+    saved = asyncio.run(finished_state())
+    values = saved.checkpoint["channel_values"]
+    assert values["region"] == "us"
+    assert [m.content for m in values["messages"]] == ["Deploy billing.", "Deploying billing."]
+
+
+@pytest.mark.parametrize(
+    ("decision", "says"),
+    [
+        ("approve", "graph: deployed billing to eu"),
+        ("edit", "graph: deployed billing to us"),
+        (
+            "reject",
+            'graph: The person rejected this call; it was not run. Their message: "not on a '
+            'Friday"',
+        ),
+    ],
+)
+def test_the_approval_example_runs_the_call_the_person_let_run(
+    bootstrap: str, names: Names, tmp_path: Path, decision: str, says: str
+) -> None:
+    """The node docs/adapters/langgraph.md shows, paused and resumed for each decision."""
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "langgraph_approval_agent.py"), decision],
+        env=cli_env(bootstrap, names.prefix, names.app, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=150,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[1:] == ["outcome accepted: True", says], run.stdout

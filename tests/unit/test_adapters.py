@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
@@ -22,6 +23,7 @@ from pydantic_ai import Agent as PydanticAgent
 from pydantic_ai import DeferredToolRequests, ToolDenied
 from pydantic_ai.models.test import TestModel
 
+from tests.transcripts import console_blocks
 from turnlog import APPROVE_TOOL_CALL, PauseInvalid, approval_request, approve, edit, reject
 from turnlog.adapters import langgraph, openai_agents, pydantic_ai, rejection_message
 from turnlog.contracts.approvals import render_approval
@@ -258,3 +260,50 @@ async def test_openai_agents_refuses_two_interruptions_with_what_to_do() -> None
     assert refused.value.field == "result.interruptions"
     assert "stopped for 2 (deploy, notify)" in str(refused.value)
     assert "ModelSettings(parallel_tool_calls=False)" in str(refused.value)
+
+
+# -- the pages: each runs its example as three processes ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("page", "example"),
+    [
+        ("langgraph.md", "langgraph_agent.py"),
+        ("pydantic-ai.md", "pydantic_ai_agent.py"),
+        ("openai-agents.md", "openai_agents_agent.py"),
+    ],
+)
+def test_each_adapter_page_shows_start_answer_and_continue_as_processes_of_their_own(
+    page: str, example: str
+) -> None:
+    """The steps a reader runs, with what each prints: so the docs suite, which runs every
+    page's transcripts (tests/integration/test_docs_tutorials.py), runs these three processes."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "adapters" / page).read_text()
+    shown = {s.bare: s.expected for block in console_blocks(text) for s in block}
+    for step in ("start", "answer", "continue"):
+        assert shown.get(f"python examples/{example} {step}"), f"{page} runs no {step} step"
+    assert "turnlog worker 2>worker.log &" in shown
+
+
+def test_a_node_asking_twice_is_two_pauses_each_resumed_by_its_own_id() -> None:
+    """One node, two ``interrupt()`` calls: each has its own id, so each is its own pause and
+    turn; the node re-runs from its top on each resume, the first call answered at once."""
+    ran: list[str] = []
+
+    def both(state: Steps) -> Steps:
+        ran.append("top")
+        one = interrupt("first?")
+        return {"one": one, "two": interrupt("second?")}
+
+    builder = StateGraph(Steps)
+    builder.add_node("both", both)
+    builder.add_edge(START, "both")
+    builder.add_edge("both", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "twice"}}
+    (first,) = langgraph.interrupts_of(graph.invoke({}, config))
+    turn = turn_of("eu", interrupt_id=first.id)
+    (second,) = langgraph.interrupts_of(graph.invoke(langgraph.resume_command(turn), config))
+    assert second.id != first.id and second.value == "second?"
+    done = graph.invoke(langgraph.resume_command(turn_of("us", interrupt_id=second.id)), config)
+    assert (done["one"], done["two"], ran) == ("eu", "us", ["top", "top", "top"])
