@@ -42,16 +42,11 @@ Errors (all are ``TurnlogError``)
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 # First, before any module of the resume path is imported: whether its compiled build is used.
 from turnlog import _compiled  # noqa: F401
-
-try:
-    __version__ = version("turnlog")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+source"
+from turnlog._version import __version__
 
 if TYPE_CHECKING:
     from turnlog.api import Paused, Turnlog

@@ -1,12 +1,15 @@
 """The rooms keep their rules: pure rooms import no I/O, and the package has no import cycle.
 
 Read from the source with ``ast`` (nothing is imported), so a violation anywhere fails here, and
-the message names the module and the import.
+the message names the module and the import. Two kinds of cycle are looked for: between modules,
+and between rooms (a subpackage, or a module at the top, is one room), since two rooms that
+import each other through different modules are one room in all but name.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "turnlog"
@@ -26,10 +29,22 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def _absolute(name: str, path: Path, node: ast.ImportFrom) -> str:
+    """The module a ``from ... import`` names, a relative one made absolute."""
+    if not node.level:
+        return node.module or ""
+    package = name.split(".")
+    if path.name != "__init__.py":
+        package.pop()
+    base = package[: len(package) - node.level + 1]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
 def _imports(path: Path) -> list[tuple[str, int]]:
-    """Absolute names imported at module level or inside functions (``TYPE_CHECKING`` blocks
-    are skipped: they never run)."""
+    """Absolute names imported at module level or inside functions, a relative import made
+    absolute (``TYPE_CHECKING`` blocks are skipped: they never run)."""
     tree = ast.parse(path.read_text())
+    name = _module_name(path)
     found: list[tuple[str, int]] = []
 
     def visit(node: ast.AST) -> None:
@@ -38,13 +53,26 @@ def _imports(path: Path) -> list[tuple[str, int]]:
                 continue
             if isinstance(child, ast.Import):
                 found.extend((alias.name, child.lineno) for alias in child.names)
-            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
-                found.append((child.module, child.lineno))
-                found.extend((f"{child.module}.{a.name}", child.lineno) for a in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                module = _absolute(name, path, child)
+                found.append((module, child.lineno))
+                found.extend((f"{module}.{a.name}", child.lineno) for a in child.names)
             visit(child)
 
     visit(tree)
     return found
+
+
+def _lazy_exports(path: Path) -> list[tuple[str, int]]:
+    """The modules the root's ``__getattr__`` imports by name (the values of ``_HOME``): they
+    are imports all the same, only invisible to an ``import`` statement."""
+    tree = ast.parse(path.read_text())
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and target.id == "_HOME" and node.value is not None:
+            home = ast.literal_eval(node.value)
+            return [(module, node.lineno) for module in sorted(set(home.values()))]
+    return []
 
 
 def _modules() -> dict[str, Path]:
@@ -63,24 +91,45 @@ def test_the_pure_rooms_import_no_io() -> None:
     assert bad == []
 
 
-def test_the_package_has_no_import_cycle() -> None:
+def _module_graph() -> dict[str, set[str]]:
+    """Each module and the modules of the package it imports when it runs.
+
+    The root is a module like the others, its lazy exports counted as its imports: a module that
+    imports the root (``from turnlog import __version__``) imports, through it, every room the
+    public API names, and so sits in a circle with them."""
     modules = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
+        imports = _imports(path)
+        if name == "turnlog":
+            imports += _lazy_exports(path)
         deps = set()
-        for imported, _ in _imports(path):
+        for imported, _ in imports:
             # "from turnlog.x import y": y may be a module or a name in x; take the longest
             # prefix that is a module of the package.
+            # A namespace package (a directory without __init__) is no module: nothing to take.
             parts = imported.split(".")
             while parts and ".".join(parts) not in modules:
-                parts.pop()
+                if (PACKAGE.parent.joinpath(*parts)).is_dir():
+                    parts = []
+                parts = parts[:-1]
             target = ".".join(parts)
-            if target and target != name and target != "turnlog":
+            if target and target != name:
                 deps.add(target)
         graph[name] = deps
-    # A package's __init__ re-exporting its own modules is not a cycle of the design.
+    # A subpackage's __init__ re-exporting its own modules is not a cycle of the design (the root
+    # is not such a package: its re-exports reach every room).
     for name in graph:
-        graph[name] = {d for d in graph[name] if not name.startswith(f"{d}.")}
+        graph[name] = {d for d in graph[name] if d == "turnlog" or not name.startswith(f"{d}.")}
+    return graph
+
+
+def _room(module: str) -> str:
+    """``turnlog.kafka.topics`` is in the room ``turnlog.kafka``; the root is a room of its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[str]:
     cycles = []
     state: dict[str, int] = {}
     stack: list[str] = []
@@ -99,14 +148,57 @@ def test_the_package_has_no_import_cycle() -> None:
     for node in sorted(graph):
         if node not in state:
             walk(node)
-    assert cycles == []
+    return cycles
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    assert _cycles(_module_graph()) == []
+
+
+def test_the_rooms_have_no_import_cycle() -> None:
+    """``settings`` importing ``kafka.security`` while ``kafka.topics`` imports ``settings`` is
+    no cycle of modules, yet neither room can be read, tested or moved without the other."""
+    rooms: dict[str, set[str]] = {}
+    why: dict[tuple[str, str], str] = {}
+    for name, deps in _module_graph().items():
+        for dep in deps:
+            if _room(dep) != _room(name):
+                rooms.setdefault(_room(name), set()).add(_room(dep))
+                why.setdefault((_room(name), _room(dep)), f"{name} imports {dep}")
+    found = []
+    for cycle in _cycles(rooms):
+        steps = cycle.split(" -> ")
+        found.append("; ".join(why[pair] for pair in itertools.pairwise(steps)))
+    assert found == []
+
+
+def test_no_module_imports_the_package_root() -> None:
+    """The root is the public API, for users: a module of the package that imports it ties its
+    room to every room the API names (the root re-exports them). Submodules imported through it
+    (``from turnlog import _compiled``) are modules, not the root. No exception, ``__main__``
+    included: it imports the CLI, not the root."""
+    modules = _modules()
+    bad = []
+    for name, path in modules.items():
+        if name == "turnlog":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):  # TYPE_CHECKING blocks included
+            if isinstance(node, ast.Import):
+                roots = [a.name for a in node.names if a.name == "turnlog"]
+            elif isinstance(node, ast.ImportFrom) and _absolute(name, path, node) == "turnlog":
+                roots = [a.name for a in node.names if f"turnlog.{a.name}" not in modules]
+            else:
+                continue
+            bad.extend(f"{name}:{node.lineno} imports {root} from the root" for root in roots)
+    assert bad == []
 
 
 def test_no_loose_modules_at_the_top_but_the_entry_points() -> None:
     top = sorted(p.name for p in PACKAGE.glob("*.py"))
     # _compiled decides which build of the resume path runs: it must load before any room does.
-    expected = ["__init__.py", "__main__.py", "_compiled.py", "api.py", "clock.py", "errors.py"]
-    assert top == [*expected, "settings.py"]
+    # _version is the version the records carry, a leaf so no room imports the root for it.
+    expected = ["__init__.py", "__main__.py", "_compiled.py", "_version.py", "api.py", "clock.py"]
+    assert top == [*expected, "errors.py", "settings.py"]
 
 
 def test_long_modules_say_why_at_their_top() -> None:

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from turnlog import __version__
+from turnlog._version import __version__
 from turnlog.cli.app import (
     EXIT_FAILURE,
     EXIT_USAGE,

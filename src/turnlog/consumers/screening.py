@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from turnlog import __version__
+from turnlog._version import __version__
 from turnlog.contracts.events import AnswerRejected, AnswerSubmitted
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
 from turnlog.kafka.partitioning import SEPARATOR, answer_key, partition_for

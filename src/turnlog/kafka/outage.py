@@ -22,7 +22,7 @@ import logging
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import (
@@ -35,11 +35,27 @@ from aiokafka.errors import (
 
 from turnlog.errors import BrokerUnavailable
 from turnlog.kafka import clients
+from turnlog.kafka.addresses import bootstrap_servers
 from turnlog.kafka.internals import cancel_sender_tasks, fail_pending
 from turnlog.kafka.reader import BrokerOutage
-from turnlog.settings import Settings, bootstrap_servers
+from turnlog.kafka.security import KafkaConnection
 
 T = TypeVar("T")
+
+
+class BrokerSettings(Protocol):
+    """What the outage account reads of the settings (``Settings`` is one): the address, the two
+    budgets, and the connection a client is built from. A protocol, so that the Kafka room
+    never imports the settings, which import the Kafka room's security value."""
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+    @property
+    def broker_timeout_seconds(self) -> float: ...
+    @property
+    def connect_timeout_seconds(self) -> float: ...
+    @property
+    def connection(self) -> KafkaConnection: ...
 
 
 #: One line when the broker goes, one when it is back (the CLI quiets it for one-shot verbs,
@@ -68,7 +84,7 @@ def mark_reached(address: str) -> None:
     _REACHED.add(address.strip())
 
 
-def first_contact_budget(settings: Settings) -> tuple[float, str]:
+def first_contact_budget(settings: BrokerSettings) -> tuple[float, str]:
     """How long a never-reached address is tried, and the setting that said so: the
     first-contact budget, never longer than the outage budget."""
     if settings.connect_timeout_seconds <= settings.broker_timeout_seconds:
@@ -142,14 +158,14 @@ def is_outage(exc: BaseException) -> bool:
     return isinstance(exc, KafkaError) and bool(exc.retriable)
 
 
-def attempt_timeout(settings: Settings) -> float:
+def attempt_timeout(settings: BrokerSettings) -> float:
     """How long one attempt may take before the broker counts as gone: a tenth of the outage
     budget, at least 5 s (a transactional start on a busy machine) and at most 10 s (so the
     line saying the broker went comes within seconds of it going)."""
     return min(10.0, max(5.0, settings.broker_timeout_seconds / 10))
 
 
-def request_timeout_ms(settings: Settings) -> int:
+def request_timeout_ms(settings: BrokerSettings) -> int:
     """A client's own request timeout: no longer than one attempt."""
     return int(attempt_timeout(settings) * 1000)
 
@@ -194,7 +210,7 @@ async def abandon(producer: AIOKafkaProducer) -> None:
     await stop_producer(producer, patience=0.5)
 
 
-async def reach(settings: Settings, *, who: str) -> None:
+async def reach(settings: BrokerSettings, *, who: str) -> None:
     """Have the first answer from ``settings``' address, unless this process already had one.
 
     For callers whose next step retries on its own for the outage budget (a projector's start,
@@ -218,7 +234,7 @@ async def reach(settings: Settings, *, who: str) -> None:
 async def ride_out(
     attempt: Callable[[], Awaitable[T]],
     *,
-    settings: Settings,
+    settings: BrokerSettings,
     who: str,
     timeout: float | None = None,
     log: logging.Logger = OUTAGE_LOG,

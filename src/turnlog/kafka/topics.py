@@ -13,21 +13,34 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from turnlog.errors import BrokerUnavailable, TopicMismatch
 from turnlog.kafka import clients
-from turnlog.kafka.outage import attempt_timeout, ride_out
-from turnlog.settings import Settings
+from turnlog.kafka.outage import BrokerSettings, attempt_timeout, ride_out
 
 # Kafka protocol error codes the readiness check reacts to.
 _UNKNOWN_TOPIC = 3
 _TOPIC_ALREADY_EXISTS = 36
 
 WEEK_MS = 7 * 24 * 3600 * 1000
+
+
+class TopicSettings(Protocol):
+    """What a topic set is made from (``Settings`` is one); a protocol, so that the Kafka room
+    never imports the settings, which import the Kafka room's security value."""
+
+    @property
+    def topic_prefix(self) -> str: ...
+    @property
+    def partitions(self) -> int: ...
+    @property
+    def replication_factor(self) -> int: ...
+    @property
+    def min_insync_replicas(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +71,7 @@ class TopicSet:
     compacted_configs: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> TopicSet:
+    def from_settings(cls, settings: TopicSettings) -> TopicSet:
         return cls(
             prefix=settings.topic_prefix,
             partitions=settings.partitions,
@@ -280,7 +293,7 @@ def lone_replica_warning(states: Mapping[str, TopicState], topics: TopicSet) -> 
 REPLICAS_LOG = logging.getLogger("turnlog.kafka.topics")
 
 
-async def replication_warning(settings: Settings, topics: TopicSet) -> str | None:
+async def replication_warning(settings: BrokerSettings, topics: TopicSet) -> str | None:
     """:func:`lone_replica_warning` of the topic set as the broker has it.
 
     Called before a worker builds its clients, it is also the worker's first contact: an
@@ -305,7 +318,7 @@ async def replication_warning(settings: Settings, topics: TopicSet) -> str | Non
 
 
 async def warn_if_lone_replicas(
-    settings: Settings, topics: TopicSet, *, log: logging.Logger = REPLICAS_LOG
+    settings: BrokerSettings, topics: TopicSet, *, log: logging.Logger = REPLICAS_LOG
 ) -> str | None:
     """:func:`replication_warning`, logged once at WARNING when there is one; returns it."""
     warning = await replication_warning(settings, topics)

@@ -29,7 +29,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaConnectionError
 
-from turnlog import __version__
+from turnlog._version import __version__
 from turnlog.clock import utc_now
 from turnlog.contracts.events import AnswerSubmitted
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused, refuse

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer
 
-from turnlog import __version__
+from turnlog._version import __version__
 from turnlog.clock import utc_now
 from turnlog.contracts.checkpoint import TURN_STATE_VERSION, TurnCheckpoint
 from turnlog.contracts.events import PauseRecorded
