@@ -1,0 +1,141 @@
+"""The notifier as one component: the pauses replayed from the log, then one lane per webhook.
+
+The replay reads the compacted pauses and consumptions topics from their earliest offsets to
+their ends (``read_committed``), keeping a few hundred bytes per pause -- who it is, what it
+asks, when it closes -- and the tokens already spent. That is what a reminder is owed from
+after a restart, and what a resumed or refused notice says of its pause. Each lane starts from
+its own copy, so a webhook that lags behind learns in its own time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from types import TracebackType
+
+from aiokafka import TopicPartition
+from prometheus_client import CollectorRegistry
+
+from turnlog.contracts.events import PauseRecorded, TokenConsumed
+from turnlog.errors import DecodeError
+from turnlog.kafka.reader import LogReader, Record
+from turnlog.kafka.topics import TopicSet
+from turnlog.notify.book import Book
+from turnlog.notify.config import NotifyConfig
+from turnlog.notify.lane import Lane
+from turnlog.notify.metrics import notify_metrics
+from turnlog.notify.payload import facts_of
+from turnlog.notify.sender import HttpPoster, Post
+from turnlog.settings import Settings
+from turnlog.wire.codec import decode
+
+log = logging.getLogger("turnlog.notify")
+
+
+async def replay(settings: Settings, topics: TopicSet) -> tuple[Book, list[int]]:
+    """The pauses and spent tokens the log holds now, and the topics' partitions."""
+    book = Book()
+    reader = LogReader(settings, client_id="turnlog-notify-replay")
+    try:
+        await reader.start()
+        partitions = await reader.partitions_of(topics.pauses)
+        names = (topics.pauses, topics.consumptions)
+        await reader.assign({TopicPartition(t, p): None for t in names for p in partitions})
+
+        async def apply(records: Sequence[Record]) -> None:
+            for record in records:
+                if record.value is None:
+                    if record.topic == topics.pauses:
+                        book.forget(record.key)
+                    continue
+                try:
+                    event = decode(record.value)
+                except DecodeError:
+                    continue
+                if isinstance(event, PauseRecorded):
+                    book.learn(facts_of(event), record.partition, record.key)
+                elif isinstance(event, TokenConsumed):
+                    book.close(event.token_id)
+
+        await reader.read_to_end(apply)
+    finally:
+        await reader.stop()
+    return book, partitions
+
+
+class Notifier:
+    """``async with Notifier(settings, config) as n: await n.run()``; ``request_stop()`` ends
+    the run after the delivery in hand (its commit included)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        config: NotifyConfig,
+        *,
+        post: Post | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.settings = settings
+        self.config = config
+        self.topics = TopicSet.from_settings(settings)
+        self.lanes: list[Lane] = []
+        self.pauses_known = 0
+        self._own_poster = HttpPoster() if post is None else None
+        self._post: Post = post if post is not None else self._own_poster  # type: ignore[assignment]
+        self._metrics = notify_metrics(registry)
+        self._stop = asyncio.Event()
+
+    async def start(self) -> None:
+        book, partitions = await replay(self.settings, self.topics)
+        self.pauses_known = len(book.pauses)
+        for sink in self.config.sinks:
+            lane = Lane(
+                self.settings,
+                self.config,
+                sink,
+                book.copy(),
+                self._post,
+                self._metrics,
+                partitions=partitions,
+            )
+            self.lanes.append(lane)
+            await lane.start()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(lane.run(self._stop)) for lane in self.lanes]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            for task in done:
+                task.result()  # a lane that failed (the broker gone too long) ends the run
+        finally:
+            self._stop.set()
+            for task in tasks:
+                if not task.done():
+                    task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def stop(self) -> None:
+        for lane in self.lanes:
+            await lane.stop()
+        if self._own_poster is not None:
+            await self._own_poster.aclose()
+
+    async def __aenter__(self) -> Notifier:
+        try:
+            await self.start()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()

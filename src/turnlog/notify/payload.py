@@ -1,0 +1,221 @@
+"""A notice, and the bytes a webhook receives for it.
+
+A notice names its pause (thread, token id, the pause's event id, checkpoint), what it asks (the
+interaction and a clipped one-line summary), when its window closes, and a link to its page in
+the inbox -- never the token: whoever holds a token can answer, and a webhook's message lands in
+chat channels and logs. Every character that could make the summary read otherwise than it is
+(bidi overrides, zero-width characters, other controls) is written out as ``⟨U+XXXX⟩``, as the
+inbox shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, Final
+from urllib.parse import quote
+
+from turnlog.contracts.events import AnswerRejected, PauseExpired, PauseRecorded, TurnResumed
+from turnlog.inbox.views import SUMMARY_CHARS, clip, questions_of, visible
+
+RECORDED, REMINDER, RESUMED, REFUSED, EXPIRED = (
+    "pause.recorded",
+    "pause.reminder",
+    "pause.resumed",
+    "pause.refused",
+    "pause.expired",
+)
+KINDS: Final = (RECORDED, REMINDER, RESUMED, REFUSED, EXPIRED)
+#: The version of the JSON body; a field added keeps it, a field changed or removed bumps it.
+PAYLOAD_VERSION: Final = 1
+#: Reminders are no Kafka event: their id is derived from the pause's, the same on every replay.
+_REMINDERS = uuid.UUID("6f1d3c1e-3b1a-4f0e-9a57-6d1a2b7c9e10")
+
+_HEADLINES: Final = {
+    RECORDED: "A question waits",
+    REMINDER: "Reminder: a question closes soon",
+    RESUMED: "Answered: the agent continues",
+    REFUSED: "An answer was refused",
+    EXPIRED: "Expired unanswered",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PauseFacts:
+    """What the notifier keeps of a pause (a few hundred bytes: not its checkpoint)."""
+
+    thread_id: str
+    token_id: str
+    pause_event_id: str
+    checkpoint_id: str
+    interaction: str
+    summary: str
+    deadline: datetime
+    recorded_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    kind: str
+    #: The idempotency key: the Kafka event's id (a reminder's is derived from its pause's).
+    event_id: str
+    occurred_at: datetime
+    thread_id: str
+    token_id: str
+    pause_event_id: str | None = None
+    checkpoint_id: str | None = None
+    interaction: str | None = None
+    summary: str | None = None
+    deadline: datetime | None = None
+    #: A refusal's reason (a ``RefusalReason`` name); ``None`` for the other kinds.
+    reason: str | None = None
+
+
+def summary_of(interaction: str, request_json: str, limit: int = SUMMARY_CHARS) -> str:
+    """One line saying what the pause asks: the first question, the call to approve, or the
+    interaction's name -- marked and clipped like the inbox's list."""
+    try:
+        request: Any = json.loads(request_json)
+    except ValueError:
+        request = None
+    text = interaction
+    if isinstance(request, dict) and isinstance(request.get("tool"), str):
+        text = f"approve {request['tool']}"
+    else:
+        questions = questions_of(request)
+        if questions and questions[0].text:
+            more = f" (+{len(questions) - 1} more)" if len(questions) > 1 else ""
+            text = questions[0].text + more
+    return clip(" ".join(visible(text).split()), limit)
+
+
+def facts_of(pause: PauseRecorded) -> PauseFacts:
+    checkpoint = pause.checkpoint
+    return PauseFacts(
+        thread_id=checkpoint.thread_id,
+        token_id=pause.token_id,
+        pause_event_id=pause.event_id,
+        checkpoint_id=checkpoint.checkpoint_id,
+        interaction=pause.response_schema,
+        summary=summary_of(pause.response_schema, pause.request_json),
+        deadline=pause.expires_at,
+        recorded_at=pause.occurred_at,
+    )
+
+
+def _about(kind: str, event_id: str, at: datetime, facts: PauseFacts) -> Notice:
+    return Notice(
+        kind=kind,
+        event_id=event_id,
+        occurred_at=at,
+        thread_id=facts.thread_id,
+        token_id=facts.token_id,
+        pause_event_id=facts.pause_event_id,
+        checkpoint_id=facts.checkpoint_id,
+        interaction=facts.interaction,
+        summary=facts.summary,
+        deadline=facts.deadline,
+    )
+
+
+def recorded(pause: PauseRecorded) -> Notice:
+    return _about(RECORDED, pause.event_id, pause.occurred_at, facts_of(pause))
+
+
+def reminder(facts: PauseFacts, now: datetime) -> Notice:
+    event_id = str(uuid.uuid5(_REMINDERS, facts.pause_event_id))
+    return _about(REMINDER, event_id, now, facts)
+
+
+def closed(
+    event: TurnResumed | PauseExpired | AnswerRejected, facts: PauseFacts | None
+) -> Notice | None:
+    """The notice of a resume, an expiry or a refusal; ``None`` for a refusal of no pause known
+    here (a forged or garbled answer names any token it likes: nobody is told of those)."""
+    if isinstance(event, AnswerRejected):
+        if facts is None or event.token_id != facts.token_id:
+            return None
+        return replace(
+            _about(REFUSED, event.event_id, event.occurred_at, facts), reason=event.reason
+        )
+    kind = RESUMED if isinstance(event, TurnResumed) else EXPIRED
+    if facts is not None:
+        return _about(kind, event.event_id, event.occurred_at, facts)
+    interaction = event.name if isinstance(event, TurnResumed) else None
+    summary = (
+        clip(" ".join(visible(event.prompt).split())) if isinstance(event, TurnResumed) else None
+    )
+    return Notice(
+        kind=kind,
+        event_id=event.event_id,
+        occurred_at=event.occurred_at,
+        thread_id=event.thread_id,
+        token_id=event.token_id,
+        checkpoint_id=event.checkpoint_id,
+        interaction=interaction,
+        summary=summary or None,
+        deadline=event.expires_at if isinstance(event, PauseExpired) else None,
+    )
+
+
+def link(notice: Notice, inbox_url: str | None) -> str | None:
+    """The pause's page in the inbox (``<inbox>/pause/<token id>``), if an inbox is named."""
+    if not inbox_url:
+        return None
+    return f"{inbox_url.rstrip('/')}/pause/{quote(notice.token_id, safe='')}"
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def body(notice: Notice, inbox_url: str | None) -> bytes:
+    """The JSON a webhook receives: compact, keys sorted, UTF-8 (its bytes are what is signed)."""
+    data = {
+        "version": PAYLOAD_VERSION,
+        "kind": notice.kind,
+        "event_id": notice.event_id,
+        "occurred_at": _iso(notice.occurred_at),
+        "thread_id": notice.thread_id,
+        "token_id": notice.token_id,
+        "pause_event_id": notice.pause_event_id,
+        "checkpoint_id": notice.checkpoint_id,
+        "interaction": notice.interaction,
+        "summary": notice.summary,
+        "deadline": _iso(notice.deadline),
+        "reason": notice.reason,
+        "link": link(notice, inbox_url),
+    }
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _slack_escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def slack_text(notice: Notice, inbox_url: str | None) -> str:
+    """One Slack ``mrkdwn`` message: the headline, what is asked, the deadline, the link."""
+    headline = _HEADLINES.get(notice.kind, notice.kind)
+    if notice.reason:
+        headline += f" ({notice.reason})"
+    parts = [f"*{headline}*"]
+    if notice.summary:
+        about = f"{notice.interaction}: " if notice.interaction else ""
+        parts.append(_slack_escape(about + notice.summary))
+    if notice.deadline is not None and notice.kind in (RECORDED, REMINDER):
+        parts.append(f"answer by {notice.deadline.astimezone(UTC):%Y-%m-%d %H:%M} UTC")
+    parts.append(f"thread {_slack_escape(notice.thread_id)}")
+    page = link(notice, inbox_url)
+    if page is not None:
+        parts.append(f"<{page}|open in the inbox>")
+    return " · ".join(parts)
+
+
+def slack_body(notice: Notice, inbox_url: str | None) -> bytes:
+    """A Slack incoming webhook's payload, ``{"text": ...}`` (Mattermost and others take it too)."""
+    text = slack_text(notice, inbox_url)
+    return json.dumps({"text": text}, separators=(",", ":"), ensure_ascii=False).encode()

@@ -1,0 +1,317 @@
+"""The notifier's pure parts: the payload (no token, a link, marked and clipped summaries, the
+Slack text), the signature and its check, the retry schedule, the reminders' order and marks,
+the config, and one delivery's retries against a scripted receiver."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from tests.deployment import REQUEST, sample_checkpoint
+from turnlog.contracts.events import AnswerRejected, PauseExpired, PauseRecorded, TurnResumed
+from turnlog.errors import SettingError
+from turnlog.notify import payload
+from turnlog.notify.backoff import Backoff
+from turnlog.notify.book import Book, Mark, Reminders
+from turnlog.notify.config import Sink, build, parse_duration
+from turnlog.notify.sender import Result, deliver
+from turnlog.notify.signing import (
+    IDEMPOTENCY_HEADER,
+    SIGNATURE_HEADER,
+    signature,
+    signature_header,
+    verify,
+)
+
+T0 = datetime(2026, 12, 3, 5, 0, tzinfo=UTC)
+SECRET = b"s3cret-s3cret-s3cret"
+TOKEN = "eyJhbGciOiJFZERTQSJ9.the-token-itself.signature"
+
+
+def _pause(request: str = REQUEST, *, window: timedelta = timedelta(hours=2)) -> PauseRecorded:
+    return PauseRecorded(
+        event_id="ev-pause-1",
+        occurred_at=T0,
+        package_version="test",
+        checkpoint=sample_checkpoint("thread-1"),
+        token_id="tok-1",
+        request_json=request,
+        request_hash="h",
+        response_schema="ask_user",
+        expires_at=T0 + window,
+    )
+
+
+def test_a_recorded_notice_names_the_pause_and_links_the_inbox_never_the_token() -> None:
+    data = json.loads(payload.body(payload.recorded(_pause()), "https://inbox.example/"))
+    assert data == {
+        "version": 1,
+        "kind": "pause.recorded",
+        "event_id": "ev-pause-1",
+        "occurred_at": "2026-12-03T05:00:00.000Z",
+        "thread_id": "thread-1",
+        "token_id": "tok-1",
+        "pause_event_id": "ev-pause-1",
+        "checkpoint_id": "cp-1",
+        "interaction": "ask_user",
+        "summary": "Which region?",
+        "deadline": "2026-12-03T07:00:00.000Z",
+        "reason": None,
+        "link": "https://inbox.example/pause/tok-1",
+    }
+    assert payload.body(payload.recorded(_pause()), None).count(b'"link":null') == 1
+    assert TOKEN.encode() not in payload.body(payload.recorded(_pause()), None)
+
+
+def test_a_summary_is_one_marked_clipped_line() -> None:
+    sneaky = json.dumps({"questions": [{"question": "Delete the \u202etseT db?\n" + "x" * 500}]})
+    summary = payload.recorded(_pause(sneaky)).summary
+    assert summary is not None
+    assert "\u202e" not in summary and "⟨U+202E⟩" in summary and "\n" not in summary
+    assert len(summary) <= 201 and summary.endswith("…")
+    approval = json.dumps({"tool": "transfer_funds", "arguments": {"amount": 1}})
+    assert payload.recorded(_pause(approval)).summary == "approve transfer_funds"
+    two = json.dumps({"questions": [{"question": "A?"}, {"question": "B?"}]})
+    assert payload.recorded(_pause(two)).summary == "A? (+1 more)"
+
+
+def test_closing_notices_carry_the_pause_and_refusals_of_unknown_pauses_are_dropped() -> None:
+    facts = payload.facts_of(_pause())
+    expired = PauseExpired(
+        event_id="ev-exp",
+        occurred_at=T0,
+        package_version="t",
+        token_id="tok-1",
+        thread_id="thread-1",
+        checkpoint_id="cp-1",
+        run_id="r",
+        session_id="s",
+        tool_call_id="call-1",
+        expires_at=T0,
+    )
+    notice = payload.closed(expired, facts)
+    assert notice is not None and notice.kind == payload.EXPIRED
+    assert (notice.event_id, notice.pause_event_id, notice.summary) == (
+        "ev-exp",
+        "ev-pause-1",
+        "Which region?",
+    )
+    refused = AnswerRejected(
+        event_id="ev-rej",
+        occurred_at=T0,
+        package_version="t",
+        answer_id="a",
+        token_id="tok-1",
+        thread_id="thread-1",
+        reason="already_consumed",
+        step=5,
+        detail="",
+    )
+    seen = payload.closed(refused, facts)
+    assert seen is not None and seen.reason == "already_consumed"
+    assert payload.closed(refused, None) is None
+    assert payload.closed(replace(refused, token_id="forged"), facts) is None
+    resumed = TurnResumed(
+        event_id="ev-res",
+        occurred_at=T0,
+        package_version="t",
+        token_id="tok-9",
+        answer_id="a",
+        run_id="r",
+        session_id="s",
+        thread_id="thread-9",
+        checkpoint_id="cp-9",
+        interrupt_id="i",
+        tool_call_id="c",
+        name="ask_user",
+        prompt="Go on.",
+        response_json="{}",
+    )
+    unknown = payload.closed(resumed, None)
+    assert unknown is not None and (unknown.kind, unknown.pause_event_id) == (payload.RESUMED, None)
+
+
+def test_the_slack_body_is_one_text_with_its_link() -> None:
+    notice = payload.recorded(_pause(json.dumps({"question": "<b>&?"})))
+    data = json.loads(payload.slack_body(notice, "https://inbox.example"))
+    assert list(data) == ["text"]
+    text = data["text"]
+    assert (
+        "&lt;b&gt;&amp;?" in text
+        and "<https://inbox.example/pause/tok-1|open in the inbox>" in text
+    )
+    assert "answer by 2026-12-03 07:00 UTC" in text
+
+
+def test_a_reminder_id_is_the_same_on_every_replay_and_not_the_pause_id() -> None:
+    facts = payload.facts_of(_pause())
+    first, again = payload.reminder(facts, T0), payload.reminder(facts, T0 + timedelta(1))
+    assert first.event_id == again.event_id != facts.pause_event_id
+
+
+def test_a_signature_verifies_and_nothing_else_does() -> None:
+    body = b'{"kind":"pause.recorded"}'
+    header = signature_header((SECRET,), 1_700_000_000, body)
+    assert header == f"t=1700000000,v1={signature(SECRET, 1_700_000_000, body)}"
+    assert verify(SECRET, header, body, now=1_700_000_100)
+    assert not verify(SECRET, header, body + b" ", now=1_700_000_100)
+    assert not verify(b"another-secret-entirely", header, body, now=1_700_000_100)
+    assert not verify(SECRET, header, body, now=1_700_000_000 + 301)  # replayed later
+    assert not verify(SECRET, header.replace("t=1700000000", "t=1700000001"), body, now=1.7e9)
+    assert not verify(SECRET, "v1=" + "0" * 64, body, now=1.7e9)
+    rotating = signature_header((b"the-new-secret-1234", SECRET), 1_700_000_000, body)
+    assert verify(SECRET, rotating, body, now=1.7e9)
+    assert verify(b"the-new-secret-1234", rotating, body, now=1.7e9)
+
+
+def test_the_backoff_doubles_up_to_its_cap_and_is_bounded() -> None:
+    assert Backoff().delays() == (0.5, 1.0, 2.0, 4.0)
+    assert Backoff(attempts=8, base_seconds=1, cap_seconds=10).delays() == (1, 2, 4, 8, 10, 10, 10)
+    assert Backoff(attempts=1).delays() == ()
+    assert Backoff(attempts=3, base_seconds=1).worst_case(10) == 33
+    with pytest.raises(ValueError):
+        Backoff(attempts=0)
+
+
+def _facts(token: str, deadline_min: int, recorded_min: int = 0) -> payload.PauseFacts:
+    return replace(
+        payload.facts_of(_pause()),
+        token_id=token,
+        pause_event_id=f"ev-{token}",
+        deadline=T0 + timedelta(minutes=deadline_min),
+        recorded_at=T0 + timedelta(minutes=recorded_min),
+    )
+
+
+def test_reminders_fall_due_in_order_and_marks_say_which_are_done() -> None:
+    book = Book()
+    late, soon, short = _facts("late", 120), _facts("soon", 90), _facts("short", 30)
+    for facts in (late, soon, short):
+        book.learn(facts, 0, facts.token_id.encode())
+    reminders = Reminders(timedelta(hours=1), {0: None})
+    assert [reminders.offer(f, 0) for f in (late, soon, short)] == [True, True, False]
+    assert not reminders.offer(late, 0)  # queued already
+    assert reminders.next_due() == T0 + timedelta(minutes=30)
+    assert reminders.pop_due(T0 + timedelta(minutes=29), book) is None
+    first = reminders.pop_due(T0 + timedelta(minutes=45), book)
+    assert first is not None and first.facts == soon
+    reminders.done(first)
+    book.close("late")  # answered meanwhile: its moment passes with nothing to send
+    second = reminders.pop_due(T0 + timedelta(minutes=61), book)
+    assert second is not None and second.facts is None
+    reminders.done(second)
+    assert reminders.pop_due(T0 + timedelta(days=1), book) is None
+
+    # After a restart the mark read back from the commit says both are done.
+    mark = Mark.decode(reminders.metadata(0))
+    assert mark == Mark(T0 + timedelta(minutes=60), "late")
+    again = Reminders(timedelta(hours=1), {0: mark})
+    assert not again.offer(soon, 0) and not again.offer(late, 0)
+    assert again.offer(_facts("later", 200), 0)
+
+
+def test_a_reminder_past_its_deadline_or_of_a_forgotten_pause_is_not_sent() -> None:
+    book = Book()
+    facts = _facts("t", 120)
+    book.learn(facts, 1, b"key")
+    reminders = Reminders(timedelta(hours=1), {})
+    reminders.offer(facts, 1)
+    gone = reminders.pop_due(T0 + timedelta(minutes=121), book)
+    assert gone is not None and gone.facts is None
+    reminders.offer(facts, 1)
+    book.forget(b"key")
+    forgotten = reminders.pop_due(T0 + timedelta(minutes=61), book)
+    assert forgotten is not None and forgotten.facts is None
+
+
+def test_marks_decode_only_what_they_encode() -> None:
+    mark = Mark(T0 + timedelta(microseconds=7), "tok|with|bars")
+    assert Mark.decode(mark.encode()) == mark
+    for junk in (None, "", "other metadata", "turnlog-notify/1 remind<=yesterday|x"):
+        assert Mark.decode(junk) is None
+
+
+def test_durations_and_the_config_are_checked_when_built() -> None:
+    assert parse_duration("1h30m", "x") == timedelta(minutes=90)
+    assert parse_duration("90", "x") == timedelta(seconds=90)
+    assert parse_duration("2d", "x") == timedelta(days=2)
+    for bad in ("1x", "h", "1h 2m", ""):
+        with pytest.raises(SettingError):
+            parse_duration(bad, "x")
+    env = {
+        "TURNLOG_NOTIFY_SECRET": "0123456789abcdef",
+        "TURNLOG_NOTIFY_URLS": "http://a/x,http://b",
+    }
+    config = build(env, slack_urls=["https://hooks.example/services/T/B/secretpath"])
+    assert [s.url for s in config.sinks] == ["http://a/x", "http://b", config.sinks[2].url]
+    assert config.sinks[2].slack and config.sinks[2].describe() == "https://hooks.example/…"
+    assert config.remind_before is None and config.secrets == (b"0123456789abcdef",)
+    assert len({config.group_id("app", s) for s in config.sinks}) == 3
+    with pytest.raises(SettingError, match="secret"):
+        build({"TURNLOG_NOTIFY_URLS": "http://a"})
+    with pytest.raises(SettingError, match="16 bytes"):
+        build({**env, "TURNLOG_NOTIFY_SECRET": "short"})
+    with pytest.raises(SettingError, match="http"):
+        build(env, urls=["file:///etc/passwd"])
+    with pytest.raises(SettingError, match="TURNLOG_NOTIFY_TIMEOUT"):
+        build({**env, "TURNLOG_NOTIFY_TIMEOUT": "soon"})
+    assert Sink("https://user:pw@host:8443/p?k=v").describe() == "https://host:8443/…"
+
+
+class _Receiver:
+    def __init__(self, *answers: int | BaseException) -> None:
+        self.answers = list(answers)
+        self.seen: list[Mapping[str, str]] = []
+
+    async def __call__(
+        self, url: str, body: bytes, headers: Mapping[str, str], timeout: float
+    ) -> int:
+        self.seen.append(headers)
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+
+async def _deliver(receiver: _Receiver, attempts: int = 4) -> tuple[Result, list[float]]:
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    result = await deliver(
+        receiver,
+        "http://r",
+        b"{}",
+        event_id="ev-1",
+        kind="pause.recorded",
+        secrets=(SECRET,),
+        backoff=Backoff(attempts=attempts, base_seconds=1),
+        timeout=2,
+        sleep=sleep,
+        clock=lambda: 1_700_000_000.0,
+    )
+    return result, waits
+
+
+async def test_a_delivery_retries_what_may_heal_and_stops_at_a_refusal() -> None:
+    receiver = _Receiver(500, TimeoutError(), ConnectionResetError("reset"), 204)
+    result, waits = await _deliver(receiver)
+    assert result == Result(True, 4, 204)
+    assert waits == [1, 2, 4]
+    assert {h[IDEMPOTENCY_HEADER] for h in receiver.seen} == {"ev-1"}
+    assert all(verify(SECRET, h[SIGNATURE_HEADER], b"{}", now=1.7e9) for h in receiver.seen)
+
+    refused, waits = await _deliver(_Receiver(404))
+    assert (refused.delivered, refused.attempts, refused.error, waits) == (
+        False,
+        1,
+        "HTTP 404",
+        [],
+    )
+    spent, waits = await _deliver(_Receiver(503, 429, 502), attempts=3)
+    assert (spent.delivered, spent.attempts, spent.status, waits) == (False, 3, 502, [1, 2])
