@@ -240,8 +240,10 @@ def test_every_metric_the_pages_name_is_exposed() -> None:
         resumed_turns_metrics,
         worker_metrics,
     )
+    from turnlog.notify.metrics import notify_metrics
 
     registry = CollectorRegistry()
+    notify_metrics(registry)
     worker_metrics(registry)
     projector_metrics(registry)
     resumed_turns_metrics(registry)

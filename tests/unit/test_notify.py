@@ -79,6 +79,16 @@ def test_a_summary_is_one_marked_clipped_line() -> None:
     assert payload.recorded(_pause(two)).summary == "A? (+1 more)"
 
 
+def test_summaries_are_marked_by_the_inbox_rule() -> None:
+    from turnlog.inbox import views
+    from turnlog.notify import text
+
+    assert text.MARKED_CATEGORIES == views.MARKED_CATEGORIES
+    assert text.INVISIBLE == views.INVISIBLE and text.SUMMARY_CHARS == views.SUMMARY_CHARS
+    sample = "".join(chr(cp) for cp in (*range(0x2000, 0x2070), 0xFEFF, 0xE0041, 0x115F, 0x7))
+    assert text.visible(sample) == views.visible(sample)
+
+
 def test_closing_notices_carry_the_pause_and_refusals_of_unknown_pauses_are_dropped() -> None:
     facts = payload.facts_of(_pause())
     expired = PauseExpired(

@@ -12,6 +12,6 @@ from turnlog.cli import admin
 from turnlog.cli import status
 from turnlog.cli import audit
 from turnlog.cli import inbox
-from turnlog.cli import notify
+from turnlog.cli import notify as notify  # registers `turnlog notify`
 
 __all__ = ["admin", "app", "audit", "inbox", "main", "services", "status", "turns"]

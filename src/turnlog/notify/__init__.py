@@ -9,6 +9,7 @@ log: a notice links to the pause's inbox page instead.
 
 - :mod:`~turnlog.notify.config`: what the notifier is told (webhooks, secret, lead, links);
 - :mod:`~turnlog.notify.payload`: a notice and its JSON or Slack body (pure);
+- :mod:`~turnlog.notify.text`: a summary as one marked, clipped line (pure);
 - :mod:`~turnlog.notify.signing`: the HMAC-SHA256 signature header, and its check (pure);
 - :mod:`~turnlog.notify.backoff`: the retry schedule (pure);
 - :mod:`~turnlog.notify.book`: the pauses known, which are open, the reminders owed (pure);

@@ -29,7 +29,7 @@ from turnlog.errors import DecodeError
 from turnlog.kafka import clients
 from turnlog.kafka.outage import attempt_timeout, ride_out
 from turnlog.kafka.reader import Record, close_consumer
-from turnlog.kafka.topics import TopicSet, ensure_topics
+from turnlog.kafka.topics import TopicSet
 from turnlog.notify import payload
 from turnlog.notify.book import Book, Mark, Reminders
 from turnlog.notify.config import NotifyConfig, Sink
@@ -100,7 +100,6 @@ class Lane:
         admin = clients.admin(self.settings, client_id="turnlog-notify")
         try:
             await admin.start()
-            await ensure_topics(admin, self.topics, create=self.settings.create_topics)
             found: dict[TopicPartition, OffsetAndMetadata]
             found = await admin.list_consumer_group_offsets(self.group_id, partitions=self._tps)
             return found

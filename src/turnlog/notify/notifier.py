@@ -19,8 +19,10 @@ from prometheus_client import CollectorRegistry
 
 from turnlog.contracts.events import PauseRecorded, TokenConsumed
 from turnlog.errors import DecodeError
+from turnlog.kafka import clients
+from turnlog.kafka.outage import ride_out
 from turnlog.kafka.reader import LogReader, Record
-from turnlog.kafka.topics import TopicSet
+from turnlog.kafka.topics import TopicSet, ensure_topics
 from turnlog.notify.book import Book
 from turnlog.notify.config import NotifyConfig
 from turnlog.notify.lane import Lane
@@ -31,6 +33,20 @@ from turnlog.settings import Settings
 from turnlog.wire.codec import decode
 
 log = logging.getLogger("turnlog.notify")
+
+
+async def ready(settings: Settings, topics: TopicSet) -> None:
+    """The topic set exists (created if this deployment lets processes create topics)."""
+
+    async def attempt() -> None:
+        admin = clients.admin(settings, client_id="turnlog-notify")
+        try:
+            await admin.start()
+            await ensure_topics(admin, topics, create=settings.create_topics)
+        finally:
+            await admin.close()
+
+    await ride_out(attempt, settings=settings, who="notifier readiness")
 
 
 async def replay(settings: Settings, topics: TopicSet) -> tuple[Book, list[int]]:
@@ -87,6 +103,7 @@ class Notifier:
         self._stop = asyncio.Event()
 
     async def start(self) -> None:
+        await ready(self.settings, self.topics)
         book, partitions = await replay(self.settings, self.topics)
         self.pauses_known = len(book.pauses)
         for sink in self.config.sinks:

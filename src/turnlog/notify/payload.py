@@ -18,7 +18,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from turnlog.contracts.events import AnswerRejected, PauseExpired, PauseRecorded, TurnResumed
-from turnlog.inbox.views import SUMMARY_CHARS, clip, questions_of, visible
+from turnlog.notify.text import SUMMARY_CHARS, one_line, questions
 
 RECORDED, REMINDER, RESUMED, REFUSED, EXPIRED = (
     "pause.recorded",
@@ -84,11 +84,11 @@ def summary_of(interaction: str, request_json: str, limit: int = SUMMARY_CHARS) 
     if isinstance(request, dict) and isinstance(request.get("tool"), str):
         text = f"approve {request['tool']}"
     else:
-        questions = questions_of(request)
-        if questions and questions[0].text:
-            more = f" (+{len(questions) - 1} more)" if len(questions) > 1 else ""
-            text = questions[0].text + more
-    return clip(" ".join(visible(text).split()), limit)
+        asked = questions(request)
+        if asked and asked[0]:
+            more = f" (+{len(asked) - 1} more)" if len(asked) > 1 else ""
+            text = asked[0] + more
+    return one_line(text, limit)
 
 
 def facts_of(pause: PauseRecorded) -> PauseFacts:
@@ -144,9 +144,7 @@ def closed(
     if facts is not None:
         return _about(kind, event.event_id, event.occurred_at, facts)
     interaction = event.name if isinstance(event, TurnResumed) else None
-    summary = (
-        clip(" ".join(visible(event.prompt).split())) if isinstance(event, TurnResumed) else None
-    )
+    summary = one_line(event.prompt) if isinstance(event, TurnResumed) else None
     return Notice(
         kind=kind,
         event_id=event.event_id,

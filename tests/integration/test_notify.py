@@ -1,0 +1,309 @@
+"""``turnlog notify`` against the real broker and a local receiver: each event's notice once
+across a SIGKILL of the notifier process, a failing receiver retried then reported, a slow one
+cut off without holding another webhook back, signatures checked with the recipe the docs
+page shows, a reminder once before its deadline across restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import itertools
+import logging
+import signal
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from tests.conftest import Names
+from tests.deployment import ANSWER, REQUEST, sample_checkpoint
+from tests.integration.cli_support import Cli, Spawned, cli_env
+from tests.integration.notify_support import Hit, Receiver, until
+from tests.integration.worker_support import KID
+from turnlog import Paused, Settings, Turnlog, write_keypair
+from turnlog.notify import payload
+from turnlog.notify.backoff import Backoff
+from turnlog.notify.config import NotifyConfig, Sink
+from turnlog.notify.notifier import Notifier
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "notify-test-secret-0123456789"
+
+
+def _settings(bootstrap: str, names: Names, root: Path) -> Settings:
+    write_keypair(root / "keys", KID)
+    return Settings(
+        bootstrap_servers=bootstrap,
+        topic_prefix=names.prefix,
+        application_id=names.app,
+        state_dir=root / "state",
+        keys_dir=root / "keys",
+        partitions=3,
+        commit_interval_ms=50,
+    )
+
+
+def _config(*sinks: Sink, **changes: object) -> NotifyConfig:
+    base = NotifyConfig(
+        sinks=sinks,
+        secrets=(SECRET.encode(),),
+        inbox_url="https://inbox.example",
+        timeout_seconds=2.0,
+        backoff=Backoff(attempts=3, base_seconds=0.05, cap_seconds=0.2),
+    )
+    return NotifyConfig(**{**{f: getattr(base, f) for f in base.__slots__}, **changes})
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    made = Receiver(slow_seconds=3.0)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+@asynccontextmanager
+async def running(notifier: Notifier) -> AsyncIterator[Notifier]:
+    async with notifier:
+        task = asyncio.create_task(notifier.run())
+        try:
+            yield notifier
+        finally:
+            notifier.request_stop()
+            await asyncio.wait_for(task, 30)
+
+
+def _recipe() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "recipe", ROOT / "docs" / "snippets" / "verify_notice_signature.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+async def _pause(tl: Turnlog, thread: str, ttl: float | None = None) -> Paused:
+    return await tl.pause(sample_checkpoint(thread), request=REQUEST, ttl=ttl)
+
+
+@pytest.mark.timeout(240)
+async def test_each_event_is_notified_once_across_a_kill_of_the_notifier(
+    bootstrap: str, names: Names, tmp_path: Path, receiver: Receiver
+) -> None:
+    settings = _settings(bootstrap, names, tmp_path)
+    cli = Cli({**cli_env(bootstrap, names.prefix, names.app, tmp_path), "TURNLOG_PARTITIONS": "3"})
+    args = ("notify", "--url", receiver.url("/paced"), "--inbox-url", "https://inbox.example")
+    cli = cli.with_env(TURNLOG_NOTIFY_SECRET=SECRET)
+    first = Spawned(cli, *args)
+    try:
+        await asyncio.to_thread(first.wait_for_line, "Ctrl-C stops", 90)
+        expected: set[tuple[str, str]] = set()
+        async with Turnlog(settings) as tl:
+            worker = asyncio.create_task(tl.run_worker())
+            paused = [await _pause(tl, f"kill-{i}") for i in range(6)]
+            expected |= {(payload.RECORDED, p.token_id) for p in paused}
+            for p in paused[:3]:
+                sent = await tl.answer(p.token, ANSWER, **p.axes)
+                assert (await tl.outcome(sent.answer_id, timeout=60)).accepted
+                expected.add((payload.RESUMED, p.token_id))
+            spent = paused[0]
+            again = await tl.answer(spent.token, ANSWER, **spent.axes)
+            assert not (await tl.outcome(again.answer_id, timeout=60)).accepted
+            expected.add((payload.REFUSED, spent.token_id))
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+        # The notifier posts one notice per 0.3 s: kill it part-way through.
+        await until(lambda: len(receiver.hits()) >= 3, "three notices before the kill", 60)
+        first.proc.send_signal(signal.SIGKILL)
+        first.finish(timeout=30)
+        before = {h.key for h in receiver.hits()}
+        assert len(before) < len(expected), "the kill came after everything: nothing to resume"
+
+        second = Spawned(cli, *args)
+        try:
+            await asyncio.to_thread(second.wait_for_line, "Ctrl-C stops", 90)
+
+            def kinds() -> set[tuple[str, str]]:
+                return {(h.data["kind"], h.data["token_id"]) for h in receiver.hits()}
+
+            await until(lambda: kinds() >= expected, "every event's notice", 90)
+            # Nothing more comes: the notifier is caught up (a fresh pause is its next notice).
+            async with Turnlog(settings) as tl:
+                marker = await _pause(tl, "kill-marker")
+            await until(
+                lambda: any(h.data["token_id"] == marker.token_id for h in receiver.hits()),
+                "the marker's notice",
+            )
+            second.proc.send_signal(signal.SIGTERM)
+            code, _ = second.finish(timeout=30)
+            assert code == 0
+        finally:
+            if second.proc.poll() is None:
+                second.proc.kill()
+    finally:
+        if first.proc.poll() is None:
+            first.proc.kill()
+
+    hits = [h for h in receiver.hits() if h.data["token_id"] != marker.token_id]
+    assert {(h.data["kind"], h.data["token_id"]) for h in hits} == expected
+    by_key = Counter(h.key for h in hits)
+    assert len(by_key) == len(expected)  # one idempotency key per event
+    # What the docs promise: a repeat only of the one notice in flight at the kill, same body.
+    repeats = [key for key, n in by_key.items() if n > 1]
+    assert len(repeats) <= 1 and all(by_key[k] == 2 for k in repeats), by_key
+    for key in repeats:
+        assert len({h.body for h in hits if h.key == key}) == 1
+        assert key in before
+    assert all(h.key == h.data["event_id"] for h in hits)
+
+
+@pytest.mark.timeout(120)
+async def test_a_failing_receiver_is_retried_then_reported_and_holds_nobody_back(
+    bootstrap: str,
+    names: Names,
+    tmp_path: Path,
+    receiver: Receiver,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    settings = _settings(bootstrap, names, tmp_path)
+    registry = CollectorRegistry()
+    config = _config(Sink(receiver.url("/fail")), Sink(receiver.url("/ok")))
+    caplog.set_level(logging.WARNING, logger="turnlog.notify")
+    async with (
+        running(Notifier(settings, config, registry=registry)),
+        Turnlog(settings) as tl,
+    ):
+        first = await _pause(tl, "fail-1")
+        second = await _pause(tl, "fail-2")
+        await until(lambda: len(receiver.hits("/ok")) == 2, "both notices at the good webhook")
+        await until(lambda: len(receiver.hits("/fail")) == 6, "three attempts per notice")
+
+    failing = receiver.hits("/fail")
+    # Two partitions: the two notices in either order, each tried three times in a row.
+    runs = [failing[:3], failing[3:]]
+    assert {r[0].data["token_id"] for r in runs} == {first.token_id, second.token_id}
+    assert all(len({h.key for h in r}) == 1 for r in runs)  # one idempotency key per notice
+    gaps = [b.at - a.at for a, b in itertools.pairwise(failing[:3])]
+    assert gaps[0] >= 0.045 and gaps[1] >= 0.095  # backed off 0.05 s, then 0.1 s
+    reported = [r.getMessage() for r in caplog.records if "not delivered" in r.getMessage()]
+    assert len(reported) == 2 and "after 3 attempt(s): HTTP 500" in reported[0]
+    assert receiver.url("/fail") not in reported[0]  # scheme and host only
+    sample = registry.get_sample_value
+    labels = {"kind": payload.RECORDED}
+    assert sample("turnlog_notify_notices_total", {**labels, "outcome": "failed"}) == 2
+    assert sample("turnlog_notify_notices_total", {**labels, "outcome": "delivered"}) == 2
+    assert sample("turnlog_notify_attempts_total") == 8
+
+
+@pytest.mark.timeout(120)
+async def test_a_slow_receiver_is_cut_off_at_the_timeout(
+    bootstrap: str, names: Names, tmp_path: Path, receiver: Receiver
+) -> None:
+    settings = _settings(bootstrap, names, tmp_path)
+    registry = CollectorRegistry()
+    config = _config(
+        Sink(receiver.url("/slow")),
+        Sink(receiver.url("/ok")),
+        timeout_seconds=0.5,
+        backoff=Backoff(attempts=2, base_seconds=0.05),
+    )
+    async with (
+        running(Notifier(settings, config, registry=registry)),
+        Turnlog(settings) as tl,
+    ):
+        await _pause(tl, "slow-1")
+        await _pause(tl, "slow-2")
+        await until(lambda: len(receiver.hits("/ok")) == 2, "both notices at the good webhook")
+        ok = receiver.hits("/ok")
+        # The slow webhook's 3-second answers are not waited for: two attempts per notice.
+        await until(lambda: len(receiver.hits("/slow")) == 4, "two attempts per notice", 20)
+        slow = receiver.hits("/slow")
+    assert ok[1].at < slow[-1].at  # the good webhook was not held behind the slow one
+    for a, b in itertools.pairwise(slow):
+        assert b.at - a.at < 2.0  # each attempt cut off at 0.5 s, far before its 3 s answer
+    failed = {"kind": payload.RECORDED, "outcome": "failed"}
+    assert registry.get_sample_value("turnlog_notify_notices_total", failed) == 2
+
+
+@pytest.mark.timeout(120)
+async def test_signatures_verify_with_the_documented_recipe(
+    bootstrap: str, names: Names, tmp_path: Path, receiver: Receiver
+) -> None:
+    recipe = _recipe()
+    settings = _settings(bootstrap, names, tmp_path)
+    config = _config(Sink(receiver.url("/ok")), Sink(receiver.url("/slack"), slack=True))
+    async with running(Notifier(settings, config)), Turnlog(settings) as tl:
+        paused = await _pause(tl, "signed-1")
+        await until(lambda: len(receiver.hits()) == 2, "the notice at both webhooks")
+    plain, slack = receiver.hits("/ok")[0], receiver.hits("/slack")[0]
+    for hit in (plain, slack):
+        header = hit.headers["turnlog-signature"]
+        assert recipe.verify_turnlog_signature(SECRET.encode(), header, hit.body)
+        assert not recipe.verify_turnlog_signature(SECRET.encode(), header, hit.body + b" ")
+        assert not recipe.verify_turnlog_signature(b"not-the-secret-at-all", header, hit.body)
+        assert paused.token.encode() not in hit.body
+    assert plain.data["link"] == f"https://inbox.example/pause/{paused.token_id}"
+    assert plain.data["pause_event_id"] == paused.pause.event_id == plain.key
+    assert list(slack.data) == ["text"] and "Which region?" in slack.data["text"]
+
+
+@pytest.mark.timeout(120)
+async def test_a_reminder_is_sent_once_before_the_deadline_across_restarts(
+    bootstrap: str, names: Names, tmp_path: Path, receiver: Receiver
+) -> None:
+    settings = _settings(bootstrap, names, tmp_path)
+    config = _config(Sink(receiver.url("/ok")), remind_before=timedelta(seconds=6))
+    loop = asyncio.get_running_loop()
+
+    def of(kind: str) -> list[Hit]:
+        return [h for h in receiver.hits() if h.data["kind"] == kind]
+
+    async with Turnlog(settings) as tl:
+        async with running(Notifier(settings, config)):
+            paused = await _pause(tl, "remind-1", ttl=10)
+            await until(lambda: of(payload.RECORDED), "the recorded notice")
+        deadline = paused.pause.expires_at.timestamp()
+        stopped_at = loop.time()
+        # The first notifier stopped before the reminder's moment: the next one owes it from
+        # the pause's deadline, replayed from the log.
+        assert not of(payload.REMINDER)
+        async with running(Notifier(settings, config)):
+            (reminder,) = await until(lambda: of(payload.REMINDER), "the reminder", 15)
+        assert loop.time() - stopped_at < 9
+        assert reminder.at < deadline
+        assert reminder.data["token_id"] == paused.token_id
+        # A third notifier, after the reminder's moment and with the pause still open, sends
+        # no second one; it does tell of the expiry.
+        worker = asyncio.create_task(tl.run_worker())
+        async with running(Notifier(settings, config)):
+            await until(lambda: of(payload.EXPIRED), "the expiry notice", 30)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    assert len(of(payload.REMINDER)) == 1
+    assert [h.data["kind"] for h in receiver.hits()] == [
+        payload.RECORDED,
+        payload.REMINDER,
+        payload.EXPIRED,
+    ]
+    assert uuid.UUID(reminder.key)
+
+
+@pytest.mark.timeout(60)
+def test_an_unreachable_broker_is_one_line_and_exit_4(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    env = cli_env("127.0.0.1:1", names.prefix, names.app, tmp_path)
+    ran = Cli({**env, "TURNLOG_NOTIFY_SECRET": SECRET})(
+        "--connect-timeout", "2", "notify", "--url", "http://127.0.0.1:9/x", check=4
+    )
+    errors = [line for line in ran.lines if line.startswith("error: ")]
+    assert len(errors) == 1 and "not reachable" in errors[0], ran.lines
+    assert "Traceback" not in ran.stderr
