@@ -43,6 +43,7 @@ ENV: Final[Mapping[str, str]] = {
     "audience": "TURNLOG_AUDIENCE",
     "token_ttl_seconds": "TURNLOG_TOKEN_TTL_SECONDS",
     "token_leeway_seconds": "TURNLOG_TOKEN_LEEWAY_SECONDS",
+    "ledger_keep_seconds": "TURNLOG_LEDGER_KEEP_SECONDS",
     "broker_timeout_seconds": "TURNLOG_BROKER_TIMEOUT",
     "connect_timeout_seconds": "TURNLOG_CONNECT_TIMEOUT",
     "max_record_bytes": "TURNLOG_MAX_RECORD_BYTES",
@@ -59,6 +60,7 @@ _MIN_INT: Final[Mapping[str, int]] = {
     # A zero window would be a token that is expired when it is handed out.
     "token_ttl_seconds": 1,
     "token_leeway_seconds": 0,
+    "ledger_keep_seconds": 0,
     "max_record_bytes": 1,
     "max_answer_bytes": 1,
 }
@@ -184,6 +186,10 @@ class Settings:
     token_ttl_seconds: int = 7 * 24 * 3600
     #: Clock skew allowed when checking a token's window.
     token_leeway_seconds: int = 5
+    #: How long a spent token's ledger row is kept past its window and the leeway before its
+    #: owner retires it (``contracts/ledger.py``): a margin for clocks further apart than the
+    #: leeway, and a week by default, the retention of the topics the audit pairs rows with.
+    ledger_keep_seconds: int = 7 * 24 * 3600
     #: How long a client keeps retrying an unreachable broker before giving up (a rolling
     #: restart of a three-node cluster takes a few minutes; the CLI then exits 4).
     broker_timeout_seconds: float = 300.0

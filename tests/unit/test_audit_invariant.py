@@ -100,3 +100,35 @@ def test_a_retried_refused_answer_may_be_refused_once_per_record() -> None:
     refusals.append((Place(0, 2), _refused("b", "y")))
     [violation] = judge([_facts(answers=[seen, again], rejected=refusals)]).violations
     assert violation.kind is Kind.REFUSED_TWICE
+
+
+def _expired_copy(answer: str) -> AnswerRejected:
+    return AnswerRejected(
+        **_meta("late"), answer_id=answer, token_id="tok", thread_id="t1", reason="token_expired",
+        step=1, detail="",
+    )  # fmt: skip
+
+
+def test_a_retired_consumption_is_not_a_missing_one() -> None:
+    """The owner retired the row of a token expired before the line; its resumed turn is still
+    on the log, and a copy of its answer published again was refused by the clock. Above the
+    line (or with no line) the same facts are the violations they look like."""
+
+    def facts(line: int | None) -> PartitionFacts:
+        return _facts(
+            answers=[AnswerSeen(Place(0, 0), "a", "t1", "tok", expires_at_ms=1_000),
+                     AnswerSeen(Place(0, 1), "a", "t1", "tok", expires_at_ms=1_000)],
+            resumed=[(Place(0, 0), _turn("tok", "a"))],
+            rejected=[(Place(0, 0), _expired_copy("a"))],
+            retire_before_ms=line,
+        )  # fmt: skip
+
+    retired = judge([facts(5_000)])
+    assert retired.holds, retired.violations
+    assert retired.retired == 1
+    for line in (None, 1_000):
+        kept = judge([facts(line)])
+        assert {v.kind for v in kept.violations} == {
+            Kind.RESUMED_WITHOUT_CONSUMPTION,
+            Kind.ANSWER_RESUMED_AND_REFUSED,
+        }

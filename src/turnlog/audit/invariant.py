@@ -22,6 +22,12 @@ pause left on the pauses topic was forgotten (its tombstones and compaction remo
 the pairing needs), so its outputs are not paired. Both are counted in the report, never
 silently dropped.
 
+The ledger is bounded (``contracts/ledger.py``): a consumption whose token expired before the
+retirement line has been tombstoned by its owner, so a ``TurnResumed`` or ``PauseExpired`` of
+such a token without its consumption is a retired row, counted as ``retired``, not a missing
+one; and a later copy of its answer, refused by the clock (``token_expired``), is no second
+outcome. The line is the one the workers use, from the auditor's settings and clock.
+
 Two ``TurnResumed`` (or ``AnswerRejected``) records with the same ``event_id`` are one event
 delivered twice -- what a partly visible transaction, or a repair racing one, can leave -- and
 a reader that deduplicates on the event id sees it once. They are still reported (kind
@@ -90,6 +96,8 @@ class AnswerSeen:
     answer_id: str
     thread_id: str | None = None
     token_id: str | None = None
+    #: the token's unverified ``exp``, in milliseconds (None when unreadable)
+    expires_at_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +141,9 @@ class PartitionFacts:
     #: the oldest record timestamp the retention-limited outputs can still vouch for
     #: (None: nothing has aged out of resumed[p] or rejections[p])
     horizon_ms: int | None = None
+    #: the ledger's retirement line when the log was read: tokens expiring before it may have
+    #: had their consumption retired (None: no row is taken as retired)
+    retire_before_ms: int | None = None
 
 
 @dataclass
@@ -150,6 +161,8 @@ class Report:
     beyond_retention: int = 0
     #: threads whose outputs were not paired because the thread was forgotten
     forgotten_threads: int = 0
+    #: outcomes whose token's consumption was retired (its window and the leeway long closed)
+    retired: int = 0
     violations: list[Violation] = field(default_factory=list)
 
     @property
@@ -171,6 +184,7 @@ class Report:
             "not_yet_handled": self.not_yet_handled,
             "beyond_retention": self.beyond_retention,
             "forgotten_threads": self.forgotten_threads,
+            "retired": self.retired,
             "violations": len(self.violations),
             "violations_by_kind": self.by_kind(),
         }
@@ -234,6 +248,19 @@ def _judge_partition(facts: PartitionFacts, report: Report) -> None:
     def aged(place: Place) -> bool:
         return horizon is not None and place.timestamp_ms < horizon
 
+    # A token's expiry, as its answers' tokens and its PauseExpired say.
+    expiry: dict[str, int] = {}
+    for answer in facts.answers:
+        if answer.token_id is not None and answer.expires_at_ms is not None:
+            expiry[answer.token_id] = answer.expires_at_ms
+    for token, events in expired.items():
+        expiry[token] = int(events[0][1].expires_at.timestamp() * 1000)
+    line = facts.retire_before_ms
+
+    def retired(token: str | None) -> bool:
+        at = None if token is None else expiry.get(token)
+        return line is not None and at is not None and at < line
+
     for token, rows in consumed.items():
         if len(rows) > 1:
             found.append(
@@ -294,7 +321,9 @@ def _judge_partition(facts: PartitionFacts, report: Report) -> None:
             _forgotten_resume(facts, turns, found)
             continue
         spent = [c for _, c in consumed.get(token, []) if c.outcome == "resumed"]
-        if not spent:
+        if not consumed.get(token) and retired(token):
+            report.retired += 1
+        elif not spent:
             found.append(
                 Violation(
                     Kind.RESUMED_WITHOUT_CONSUMPTION, p,
@@ -323,7 +352,9 @@ def _judge_partition(facts: PartitionFacts, report: Report) -> None:
             )  # fmt: skip
         if events[0][1].thread_id in forgotten:
             continue
-        if not any(c.outcome == "expired" for _, c in consumed.get(token, [])):
+        if not consumed.get(token) and retired(token):
+            report.retired += 1
+        elif not any(c.outcome == "expired" for _, c in consumed.get(token, [])):
             found.append(
                 Violation(
                     Kind.EXPIRY_INCOMPLETE, p,
@@ -352,8 +383,13 @@ def _judge_partition(facts: PartitionFacts, report: Report) -> None:
         was_refused = answer.answer_id in refusals
         if was_refused:
             report.refused += 1
+        late_copies = (
+            was_resumed
+            and retired(answer.token_id)
+            and all(r.reason == "token_expired" for _, r in refusals.get(answer.answer_id, []))
+        )
         if was_resumed or was_refused:
-            if was_resumed and was_refused:
+            if was_resumed and was_refused and not late_copies:
                 found.append(
                     Violation(
                         Kind.ANSWER_RESUMED_AND_REFUSED, p, "an answer both resumed and refused",

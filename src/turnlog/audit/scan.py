@@ -23,6 +23,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from turnlog.audit.invariant import AnswerSeen, Kind, PartitionFacts, Place, Report, judge
+from turnlog.clock import utc_now
 from turnlog.consumers.repair import REPAIR_HEADER
 from turnlog.consumers.screening import ID_CHARS, clip
 from turnlog.contracts.events import (
@@ -32,6 +33,7 @@ from turnlog.contracts.events import (
     TokenConsumed,
     TurnResumed,
 )
+from turnlog.contracts.ledger import retire_before_ms
 from turnlog.errors import BrokerUnavailable, DecodeError
 from turnlog.kafka import clients
 from turnlog.kafka.groups import group_status
@@ -117,6 +119,7 @@ class Auditor:
         for lag in group.partitions:
             self._partition(lag.partition).committed = lag.committed
         await self._read_to_end(consumer, deadline)
+        self._retirement_line()
         report = judge(self._facts[p] for p in sorted(self._facts))
         if any(v.kind in _TRANSIENT for v in report.violations) and self.settle_seconds > 0:
             await asyncio.sleep(self.settle_seconds)  # markers still being written: see above
@@ -162,6 +165,16 @@ class Auditor:
         finally:
             await producer.stop()
         return requests
+
+    def _retirement_line(self) -> None:
+        """The ledger's retirement line now, as a worker with these settings draws it."""
+        line = retire_before_ms(
+            int(utc_now().timestamp() * 1000),
+            self.settings.token_leeway_seconds * 1000,
+            self.settings.ledger_keep_seconds * 1000,
+        )
+        for facts in self._facts.values():
+            facts.retire_before_ms = line
 
     # -- reading -------------------------------------------------------------------------
 
@@ -305,10 +318,15 @@ def _answer(topic: str, record: Any, place: Place) -> AnswerSeen:
     except DecodeError:
         return AnswerSeen(place, clip(f"{topic}:{place.partition}:{place.offset}", ID_CHARS))
     token_id: str | None
+    expires_at_ms: int | None = None
     try:
-        jti = peek_claims(answer.token).get("jti")
+        claims = peek_claims(answer.token)
+        jti, exp = claims.get("jti"), claims.get("exp")
         token_id = jti if isinstance(jti, str) else None
+        if isinstance(exp, int) and not isinstance(exp, bool):
+            expires_at_ms = exp * 1000
     except Exception:  # noqa: BLE001 - any unreadable token: the audit names no token
         token_id = None
     # Clipped as the worker clips what it echoes, so a long id still finds its refusal.
-    return AnswerSeen(place, clip(answer.answer_id, ID_CHARS), answer.thread_id, token_id)
+    answer_id = clip(answer.answer_id, ID_CHARS)
+    return AnswerSeen(place, answer_id, answer.thread_id, token_id, expires_at_ms)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 import uuid
@@ -53,7 +54,7 @@ from turnlog.consumers.repair import is_repair, resumes_on_log
 from turnlog.consumers.screening import derived_event_id
 from turnlog.contracts.events import PauseExpired, PauseRecorded, TokenConsumed
 from turnlog.contracts.interactions import InteractionRegistry
-from turnlog.contracts.ledger import LedgerEntry, Outcome
+from turnlog.contracts.ledger import LedgerEntry, Outcome, retire_before_ms
 from turnlog.errors import BrokerUnavailable
 from turnlog.kafka import clients
 from turnlog.kafka.lifecycle import Lifecycle
@@ -71,6 +72,11 @@ from turnlog.wire.skim import SkimmedPause, StoredPause, skim_pause
 
 log = logging.getLogger(__name__)
 
+#: A record a transaction writes; a ``None`` value is a tombstone (a retired ledger row).
+_Write = tuple[str, bytes, bytes | None]
+#: At most this many spent pauses are looked at per retirement pass (the rest wait a pass).
+RETIRE_SCAN = 2000
+
 #: What the loop treats as its broker being unwell (retried), rather than as a bug.
 _BROKER_TROUBLE = (KafkaError, OSError, TimeoutError, BrokerUnavailable)
 #: How long the expiry sweep's catch-up read may take before the broker counts as unreachable.
@@ -85,6 +91,8 @@ class WorkerStats:
     #: repair requests that wrote a lost half of an outcome (``turnlog audit --heal``)
     repaired: int = 0
     expired: int = 0
+    #: ledger rows retired: their tokens' windows and the leeway had closed
+    retired: int = 0
     aborted_batches: int = 0
     fenced: int = 0
     restored_records: int = 0
@@ -156,7 +164,7 @@ class _View:
 async def _send_batched(
     producer: AIOKafkaProducer,
     partition: int,
-    outputs: Sequence[Output],
+    outputs: Sequence[_Write],
     headers: Sequence[tracing.Headers | None],
 ) -> list[asyncio.Future[Any]]:
     """Queue ``outputs`` as record batches built here, one ``send_batch`` per full batch and
@@ -638,7 +646,7 @@ class ResumeWorker(Lifecycle):
     async def _commit(
         self,
         partition: int,
-        outputs: list[Output],
+        outputs: Sequence[_Write],
         offsets: dict[TopicPartition, int],
         headers: Sequence[tracing.Headers | None] = (),
     ) -> bool:
@@ -723,11 +731,19 @@ class ResumeWorker(Lifecycle):
         await asyncio.wait_for(self._restore(self.owned, pauses_only=True), _PROBE_SECONDS)
         async with self._lock:
             await self._expire_due()
+            await self._retire_due()
+
+    def _retire_line(self, now: datetime) -> int:
+        """:func:`~turnlog.contracts.ledger.retire_before_ms` with this worker's verifier."""
+        leeway_ms = int(self.verifier.leeway.total_seconds() * 1000)
+        keep_ms = self.settings.ledger_keep_seconds * 1000
+        return retire_before_ms(int(now.timestamp() * 1000), leeway_ms, keep_ms)
 
     async def _expire_due(self) -> None:
         now = self.clock()
         due: dict[int, list[PauseRecorded]] = {}
-        for pause in self._applier.expired(now):
+        # Not below the retirement line: such a pause's row may be retired already.
+        for pause in self._applier.expired(now, self._retire_line(now)):
             p = partition_for(pause.checkpoint.thread_id, self._partitions)
             if p in self._owners:
                 due.setdefault(p, []).append(pause)
@@ -742,6 +758,32 @@ class ResumeWorker(Lifecycle):
                 )
                 self.stats.expired += len(pauses)
                 self.metrics.expired.inc(len(pauses))
+
+    async def _retire_due(self) -> None:
+        """Retire the ledger rows of owned partitions whose tokens can no longer be spent.
+
+        Found by deadline in the store's spent index, never by reading the ledger; each
+        partition's tombstones go in one transaction of its fenced producer, beside the expiry
+        sweep and off the answers' path, and the store drops the rows only after the commit.
+        A replayed answer for such a token is refused at step 1 by the clock, before the
+        ledger is read: retiring the row cannot let it be spent again.
+        """
+        line = self._retire_line(self.clock())
+        due: dict[int, list[tuple[str, str]]] = {}
+        for spent in itertools.islice(self.store.retirable(line), RETIRE_SCAN):
+            p = partition_for(spent.thread_id, self._partitions)
+            if p in self._owners:
+                due.setdefault(p, []).append((spent.thread_id, spent.token_id))
+        for p, rows in due.items():
+            key = consumption_key
+            outputs = [
+                (self.topics.consumptions, key(thread, token), None) for thread, token in rows
+            ]
+            if await self._commit(p, outputs, {}):
+                with self.store.batch() as batch:
+                    for thread, token in rows:
+                        batch.delete_consumption(thread, token)
+                self.stats.retired += len(rows)
 
     def _expiry(self, pause: PauseRecorded, now: datetime) -> list[Output]:
         cp, token_id = pause.checkpoint, pause.token_id

@@ -3,6 +3,10 @@
 A token is spent once, for good: resumed by one answer, or expired by its owner. The ledger row
 is what every part of turnlog reads and writes about it -- the worker's open transaction, the
 local store, a ``TokenConsumed`` record read back -- so there is one type for it.
+
+The ledger is bounded: a row outlives its token's window only by the verifier's leeway and a
+kept margin (:func:`retire_before_ms`), then its owner retires it, so the ledger grows with the
+tokens that can still be spent, not with every token ever spent.
 """
 
 from __future__ import annotations
@@ -25,3 +29,24 @@ class LedgerEntry:
     outcome: Outcome
     answer_id: str
     thread_id: str = ""
+
+
+def retire_before_ms(now_ms: int, leeway_ms: int, keep_ms: int) -> int:
+    """The ledger's retirement line at ``now_ms``: a row whose token expires before it can go.
+
+    A token that expired at ``exp`` still verifies until ``exp + leeway`` (clock skew), so until
+    then its row is what refuses a second spend; after that the verifier refuses every answer
+    for it by the clock (``token_expired``), before the ledger is read, and the row protects
+    nothing. ``keep_ms`` holds rows longer still: a margin for clocks further apart than the
+    leeway, and the time the audit can still pair a row with its outputs. The same line bounds
+    the expiry sweep: a pause whose deadline is before it is never expired again (its row may
+    be retired already, and expiring it would spend its token a second time on the log).
+    """
+    if leeway_ms < 0 or keep_ms < 0:
+        raise ValueError(f"leeway and keep are never negative, got {leeway_ms}, {keep_ms}")
+    return max(0, now_ms - leeway_ms - keep_ms)
+
+
+def retirable(expires_at_ms: int, now_ms: int, leeway_ms: int, keep_ms: int) -> bool:
+    """Whether the ledger row of a token expiring at ``expires_at_ms`` may be retired now."""
+    return expires_at_ms < retire_before_ms(now_ms, leeway_ms, keep_ms)

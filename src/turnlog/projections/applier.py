@@ -130,9 +130,9 @@ class StoreApplier:
     def ledger(self, token_id: str) -> LedgerEntry | None:
         return self.store.ledger(token_id)
 
-    def expired(self, now: datetime) -> list[PauseRecorded]:
+    def expired(self, now: datetime, since_ms: int = 0) -> list[PauseRecorded]:
         found = []
-        for open_pause in self.store.expired(_ms(now)):
+        for open_pause in self.store.expired(_ms(now), since_ms):
             pause = self.pause(open_pause.token_id)
             if pause is not None:
                 found.append(pause)

@@ -3,7 +3,8 @@
 The indexes are a function of the content -- which pauses exist and which tokens the ledger holds
 -- never of the order records arrived in: the pauses and consumptions partitions are applied
 independently, and a rebuild replays them in another interleaving than the live run saw. A pause
-is in the deadline index exactly while it exists and its token is not spent, whichever came first.
+is in the deadline index exactly while it exists and its token is not spent, and in the spent
+index exactly while it exists and its token is spent, whichever came first.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from turnlog.projections.layout import (
     META,
     OUTCOMES,
     PAUSES,
+    SPENT,
     THREAD_TOKENS,
     TOKENS,
     checkpoint_key,
@@ -108,12 +110,14 @@ class Batch:
             return
         token = token_id.encode()
         if (previous := self._get(TOKENS, token)) is not None:
-            self._delete(DEADLINES, deadline_key(load(previous)["expires_at"], token_id))
+            was = deadline_key(load(previous)["expires_at"], token_id)
+            self._delete(DEADLINES, was)
+            self._delete(SPENT, was)
         pending[TOKENS][token] = dump_token(
             thread_id, checkpoint_id, sequence, token_id, expires_at_ms, messages_hint
         )
-        if self._get(LEDGER, token) is None:
-            pending[DEADLINES][deadline + token] = thread_id.encode()
+        index = DEADLINES if self._get(LEDGER, token) is None else SPENT
+        pending[index][deadline + token] = thread_id.encode()
 
     def delete_pause(self, thread_id: str, checkpoint_id: str) -> None:
         """Apply a tombstone on the pauses topic: the checkpoint and its token indexes go."""
@@ -135,6 +139,7 @@ class Batch:
         if owner and (owner["thread_id"], owner["checkpoint_id"]) == (thread_id, checkpoint_id):
             self._delete(TOKENS, token_id.encode())
             self._delete(DEADLINES, deadline_key(locator["expires_at"], token_id))
+            self._delete(SPENT, deadline_key(locator["expires_at"], token_id))
 
     def put_consumptions(self, spent: Iterable[tuple[str, str, str, str]]) -> None:
         """:meth:`put_consumption` of each ``(thread_id, token_id, outcome, answer_id)``, with
@@ -167,10 +172,15 @@ class Batch:
         self._put(LEDGER, token, dump_ledger(outcome, answer_id, thread_id))
         self._put(THREAD_TOKENS, by_thread, b"")
         if (info := self._get(TOKENS, token)) is not None:
-            self._delete(DEADLINES, deadline_key(load(info)["expires_at"], token_id))
+            pause = load(info)
+            key = deadline_key(pause["expires_at"], token_id)
+            self._delete(DEADLINES, key)
+            self._put(SPENT, key, pause["thread_id"].encode())
 
     def delete_consumption(self, thread_id: str, token_id: str) -> None:
-        """Apply a tombstone on the consumptions topic; a pause still present is open again."""
+        """Apply a tombstone on the consumptions topic; a pause still present is open again
+        (in the deadline index: the expiry sweep looks only above the retirement line, so a
+        retired row's pause is not expired a second time)."""
         by_thread = thread_token_key(thread_id, token_id)
         token = token_id.encode()
         raw = self._get(LEDGER, token)
@@ -181,6 +191,7 @@ class Batch:
         if (info := self._get(TOKENS, token)) is not None:
             pause = load(info)
             key = deadline_key(pause["expires_at"], token_id)
+            self._delete(SPENT, key)
             self._put(DEADLINES, key, pause["thread_id"].encode())
 
     def forget(self, thread_id: str) -> None:

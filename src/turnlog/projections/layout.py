@@ -18,7 +18,8 @@ from turnlog.contracts.ledger import Outcome
 from turnlog.kafka.partitioning import SEPARATOR, check_thread_id
 
 #: Bumped when the layout changes; a store of another layout is rebuilt, not read.
-LAYOUT_VERSION = 1
+#: 2: the spent index (the ledger's retirement finds its due rows by deadline).
+LAYOUT_VERSION = 2
 
 #: thread NUL be64(sequence) checkpoint_id -> the caller's encoded pause/checkpoint value
 CHECKPOINTS = "checkpoints"
@@ -30,6 +31,9 @@ PAUSES = "pauses"
 TOKENS = "tokens"
 #: be64(expires_at_ms) token_id -> thread_id, for pauses whose token is not in the ledger
 DEADLINES = "deadlines"
+#: be64(expires_at_ms) token_id -> thread_id, for pauses whose token is in the ledger: the
+#: rows the ledger's retirement finds by deadline (a pause is in DEADLINES or here, never both)
+SPENT = "spent"
 #: token_id -> {outcome, answer_id, thread_id}: the spent-token ledger
 LEDGER = "ledger"
 #: thread NUL token_id -> b"": the ledger entries of a thread, so forgetting it finds them
@@ -38,7 +42,7 @@ THREAD_TOKENS = "thread_tokens"
 META = "meta"
 
 USER_FAMILIES: tuple[str, ...] = tuple(
-    sorted((CHECKPOINTS, PAUSES, TOKENS, DEADLINES, LEDGER, THREAD_TOKENS))
+    sorted((CHECKPOINTS, PAUSES, TOKENS, DEADLINES, SPENT, LEDGER, THREAD_TOKENS))
 )
 ALL_FAMILIES: tuple[str, ...] = (*USER_FAMILIES, META)
 

@@ -362,10 +362,18 @@ class Store:
         """Unspent pauses whose window is still open at ``now_ms``, soonest deadline first."""
         return self._deadlines(layout.u64(now_ms + 1, "now_ms + 1"), None)
 
-    def expired(self, now_ms: int) -> Iterator[OpenPause]:
-        """Unspent pauses whose window has closed at ``now_ms`` (deadline <= now): the owner
-        expires these. A bounded scan of the deadline index, never of every pause."""
-        return self._deadlines(b"", layout.u64(now_ms + 1, "now_ms + 1"))
+    def expired(self, now_ms: int, since_ms: int = 0) -> Iterator[OpenPause]:
+        """Unspent pauses whose window has closed at ``now_ms`` (``since_ms`` <= deadline <=
+        now): the owner expires these. A bounded scan of the deadline index, never of every
+        pause; ``since_ms`` is the ledger's retirement line (``contracts/ledger.py``)."""
+        return self._deadlines(
+            layout.u64(since_ms, "since_ms"), layout.u64(now_ms + 1, "now_ms + 1")
+        )
+
+    def retirable(self, before_ms: int) -> Iterator[OpenPause]:
+        """Spent pauses whose deadline is before ``before_ms``, soonest first: the ledger rows
+        their owner retires. A bounded scan of the spent index, never of the ledger."""
+        return self._deadlines(b"", layout.u64(before_ms, "before_ms"), layout.SPENT)
 
     def offsets(self) -> dict[tuple[str, int], int]:
         """The next offset to apply of every topic-partition this store has applied."""
@@ -458,10 +466,12 @@ class Store:
             # One WriteBatch: data and offsets land together or not at all.
             db.write(batch, self._write_options)
 
-    def _deadlines(self, low: bytes, high: bytes | None) -> Iterator[OpenPause]:
+    def _deadlines(
+        self, low: bytes, high: bytes | None, family: str = layout.DEADLINES
+    ) -> Iterator[OpenPause]:
         # Paged, so an abandoned iteration holds no RocksDB iterator (which would pin the LOCK).
         while True:
-            page = self._scan(layout.DEADLINES, low, high, _PAGE)
+            page = self._scan(family, low, high, _PAGE)
             for key, thread in page:
                 expires_at, token_id = layout.split_deadline_key(key)
                 yield OpenPause(token_id, thread.decode(), expires_at)

@@ -59,6 +59,11 @@ class TokenVerifier:
         self._audience = audience
         self._leeway = leeway
 
+    @property
+    def leeway(self) -> timedelta:
+        """The clock skew this verifier allows past ``exp``: until then a ledger row is kept."""
+        return self._leeway
+
     def verify(self, token: object, now: datetime) -> PauseClaims:
         """The token's claims, or :class:`~turnlog.contracts.refusals.Refused` naming the rule."""
         return self.verify_parsed(parse_token(token), now)
