@@ -106,6 +106,14 @@ async def test_each_event_is_notified_once_across_a_kill_of_the_notifier(
     try:
         await asyncio.to_thread(first.wait_for_line, "Ctrl-C stops", 90)
         expected: set[tuple[str, str]] = set()
+
+        async def kill_midway() -> None:
+            # The notifier posts one notice per 0.3 s: killed after three, while the events
+            # are still being written, so some come while it is down.
+            await until(lambda: len(receiver.hits()) >= 3, "three notices before the kill", 60)
+            first.proc.send_signal(signal.SIGKILL)
+
+        killer = asyncio.create_task(kill_midway())
         async with Turnlog(settings) as tl:
             worker = asyncio.create_task(tl.run_worker())
             paused = [await _pause(tl, f"kill-{i}") for i in range(6)]
@@ -120,10 +128,9 @@ async def test_each_event_is_notified_once_across_a_kill_of_the_notifier(
             expected.add((payload.REFUSED, spent.token_id))
             worker.cancel()
             await asyncio.gather(worker, return_exceptions=True)
-        # The notifier posts one notice per 0.3 s: kill it part-way through.
-        await until(lambda: len(receiver.hits()) >= 3, "three notices before the kill", 60)
-        first.proc.send_signal(signal.SIGKILL)
-        first.finish(timeout=30)
+        await killer
+        code, _ = first.finish(timeout=30)
+        assert code == -signal.SIGKILL
         before = {h.key for h in receiver.hits()}
         assert len(before) < len(expected), "the kill came after everything: nothing to resume"
 

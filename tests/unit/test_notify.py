@@ -125,6 +125,9 @@ def test_closing_notices_carry_the_pause_and_refusals_of_unknown_pauses_are_drop
     assert seen is not None and seen.reason == "already_consumed"
     assert payload.closed(refused, None) is None
     assert payload.closed(replace(refused, token_id="forged"), facts) is None
+    # A token that did not verify only claims its id: nobody is told of such an answer.
+    forged = replace(refused, reason="token_invalid", step=1)
+    assert payload.closed(forged, facts) is None
     resumed = TurnResumed(
         event_id="ev-res",
         occurred_at=T0,

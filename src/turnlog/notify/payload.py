@@ -132,10 +132,11 @@ def reminder(facts: PauseFacts, now: datetime) -> Notice:
 def closed(
     event: TurnResumed | PauseExpired | AnswerRejected, facts: PauseFacts | None
 ) -> Notice | None:
-    """The notice of a resume, an expiry or a refusal; ``None`` for a refusal of no pause known
-    here (a forged or garbled answer names any token it likes: nobody is told of those)."""
+    """The notice of a resume, an expiry or a refusal; ``None`` for a refusal at step 1 (its
+    token did not verify, so the token id it names is only claimed: anyone can publish an answer
+    naming a real pause's token id) or of no pause known here."""
     if isinstance(event, AnswerRejected):
-        if facts is None or event.token_id != facts.token_id:
+        if event.step < 2 or facts is None or event.token_id != facts.token_id:
             return None
         return replace(
             _about(REFUSED, event.event_id, event.occurred_at, facts), reason=event.reason
