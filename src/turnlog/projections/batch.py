@@ -204,6 +204,10 @@ class Batch:
         for key in self._keys(CHECKPOINTS, prefix):
             self._delete(CHECKPOINTS, key)
 
+    def put_index(self, family: str, key: bytes, value: bytes) -> None:
+        """Write one index entry as it is: for a store's layout migration, nothing else."""
+        self._put(family, key, value)
+
     def set_offset(self, topic: str, partition: int, next_offset: int) -> None:
         """The next offset to apply of ``topic[partition]``, written with the data it produced."""
         self._put(META, offset_key(topic, partition), u64(next_offset, "next_offset"))

@@ -18,7 +18,8 @@ from turnlog.contracts.ledger import Outcome
 from turnlog.kafka.partitioning import SEPARATOR, check_thread_id
 
 #: Bumped when the layout changes; a store of another layout is rebuilt, not read.
-#: 2: the spent index (the ledger's retirement finds its due rows by deadline).
+#: 2: the spent index (the ledger's retirement finds its due rows by deadline); a store of
+#: layout 1 is migrated when it is opened read-write (``Store._migrate_from_1``).
 LAYOUT_VERSION = 2
 
 #: thread NUL be64(sequence) checkpoint_id -> the caller's encoded pause/checkpoint value

@@ -156,6 +156,12 @@ class Store:
     ) -> Store:
         if access is not None and not (path / "CURRENT").is_file():
             raise StoreError(f"no store at {path} to open {mode}")
+        if access is not None and layout.SPENT not in _families_of(path):
+            raise StoreError(
+                f"the store at {path} has layout version 1, this build reads "
+                f"{layout.LAYOUT_VERSION}: a worker or projector of this build migrates it when it "
+                "opens it read-write (or rebuild it from the log)"
+            )
         families = {name: rocksdict.Options(raw_mode=True) for name in layout.ALL_FAMILIES}
         extra = {} if access is None else {"access_type": access}
         try:
@@ -176,13 +182,40 @@ class Store:
 
     def _check_layout(self) -> None:
         found = self._get(layout.META, layout.VERSION_KEY)
-        if found is None and self.mode == "read-write":
+        if found == b"1" and self.mode == "read-write":
+            self._migrate_from_1()
+        elif found is None and self.mode == "read-write":
             self._cf[layout.META][layout.VERSION_KEY] = str(layout.LAYOUT_VERSION).encode()
         elif found is not None and found != str(layout.LAYOUT_VERSION).encode():
             raise StoreError(
                 f"the store at {self.path} has layout version {found.decode(errors='replace')}, "
                 f"this build reads {layout.LAYOUT_VERSION}; rebuild it from the log"
             )
+
+    def _migrate_from_1(self) -> None:
+        """Layout 1 had no spent index: build it from the ledger and the token entries, so a
+        worker's store of the previous build is not rebuilt from the log to be read. The
+        version is written with the last batch: a migration cut short runs again (every put
+        is idempotent)."""
+        tokens = self._cf[layout.TOKENS]
+        low: bytes = b""
+        while True:
+            page = self._scan(layout.LEDGER, low, None, _PAGE)
+            last = len(page) < _PAGE
+            with self.batch() as batch:
+                for token, _ in page:
+                    raw = tokens.get(token)
+                    if raw is not None:
+                        info = layout.load(bytes(raw))
+                        key = layout.deadline_key(info["expires_at"], token.decode())
+                        batch.put_index(layout.SPENT, key, info["thread_id"].encode())
+                if last:
+                    batch.put_index(
+                        layout.META, layout.VERSION_KEY, str(layout.LAYOUT_VERSION).encode()
+                    )
+            if last:
+                return
+            low = page[-1][0] + b"\x00"
 
     def close(self) -> None:
         """Release the store (and its LOCK); safe to call twice.
@@ -553,6 +586,15 @@ def _owner_of(path: Path) -> str | None:
             pass  # alive, someone else's
     program = record.get("program") or "?"
     return f"pid {pid} on {host} since {record.get('since', '?')} ({program})"
+
+
+def _families_of(path: Path) -> list[str]:
+    try:
+        return list(rocksdict.Rdict.list_cf(str(path), rocksdict.Options(raw_mode=True)))
+    except Exception as exc:
+        raise StoreError(
+            f"could not read the column families of the store at {path}: {exc}"
+        ) from exc
 
 
 def _frame(data: bytes) -> bytes:
