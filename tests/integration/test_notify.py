@@ -314,3 +314,33 @@ def test_an_unreachable_broker_is_one_line_and_exit_4(
     errors = [line for line in ran.lines if line.startswith("error: ")]
     assert len(errors) == 1 and "not reachable" in errors[0], ran.lines
     assert "Traceback" not in ran.stderr
+
+
+@pytest.mark.timeout(60)
+async def test_a_group_committed_beyond_the_log_is_refused_by_name(
+    bootstrap: str, names: Names, tmp_path: Path, receiver: Receiver
+) -> None:
+    """The topics were made anew under the group: its offsets belong to another log, and
+    reading on from them would notify nothing until the new log grew past them."""
+    from aiokafka import TopicPartition
+
+    from turnlog.errors import TopicMismatch
+    from turnlog.kafka import clients
+
+    settings = _settings(bootstrap, names, tmp_path)
+    config = _config(Sink(receiver.url("/ok")))
+    async with Notifier(settings, config):
+        pass  # the group's first start: it commits the topics' ends
+    tp = TopicPartition(f"{names.prefix}pauses", 0)
+    consumer = clients.consumer(
+        bootstrap, group_id=config.group_id(names.app, config.sinks[0]), enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        await consumer.commit({tp: 1_000_000})
+    finally:
+        await consumer.stop()
+    with pytest.raises(TopicMismatch, match="beyond its end 0"):
+        async with Notifier(settings, config):
+            pass

@@ -25,7 +25,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from turnlog.clock import utc_now
 from turnlog.contracts.events import AnswerRejected, PauseExpired, PauseRecorded, TurnResumed
-from turnlog.errors import DecodeError
+from turnlog.errors import DecodeError, TopicMismatch
 from turnlog.kafka import clients
 from turnlog.kafka.outage import attempt_timeout, ride_out
 from turnlog.kafka.reader import Record, close_consumer
@@ -112,11 +112,18 @@ class Lane:
         committed = await ride_out(
             self._committed, settings=self.settings, who=f"notifier {self.sink.describe()}"
         )
-        fresh = [tp for tp in tps if tp not in committed or committed[tp].offset < 0]
-        ends = await self._consumer.end_offsets(fresh) if fresh else {}
+        fresh = {tp for tp in tps if tp not in committed or committed[tp].offset < 0}
+        ends = await self._consumer.end_offsets(tps)
         first_mark = Mark(self._now())
         for tp in tps:
-            if tp in ends:
+            if tp not in fresh and committed[tp].offset > ends[tp]:
+                raise TopicMismatch(
+                    "notifier_offsets_beyond_end",
+                    f"group {self.group_id} committed {tp.topic}[{tp.partition}] up to "
+                    f"{committed[tp].offset}, beyond its end {ends[tp]}: the topic was made "
+                    "anew; delete the group to start afresh",
+                )
+            if tp in fresh:
                 self._done[tp] = ends[tp]
                 if tp.topic == self.topics.pauses:
                     self.reminders.marks[tp.partition] = first_mark
@@ -125,7 +132,7 @@ class Lane:
                 if tp.topic == self.topics.pauses:
                     self.reminders.marks[tp.partition] = Mark.decode(committed[tp].metadata)
             self._consumer.seek(tp, self._done[tp])
-        for tp in fresh:
+        for tp in sorted(fresh):
             await self._commit(tp)
 
     async def stop(self) -> None:
