@@ -774,11 +774,9 @@ class ResumeWorker(Lifecycle):
             p = partition_for(spent.thread_id, self._partitions)
             if p in self._owners:
                 due.setdefault(p, []).append((spent.thread_id, spent.token_id))
+        topic = self.topics.consumptions
         for p, rows in due.items():
-            key = consumption_key
-            outputs = [
-                (self.topics.consumptions, key(thread, token), None) for thread, token in rows
-            ]
+            outputs = [(topic, consumption_key(thread, token), None) for thread, token in rows]
             if await self._commit(p, outputs, {}):
                 with self.store.batch() as batch:
                     for thread, token in rows:
