@@ -12,6 +12,17 @@ and ERRORs, and prints one row per run: passed, the violations the test reported
 seen and when (against the broker's stop). ``--features`` is passed as ``KAFKA_LOCAL_FEATURES``
 (the own broker is formatted with it); ``--txn-debug`` sets ``KAFKA_LOCAL_TXN_DEBUG=1``.
 
+``--direct`` leaves turnlog and the test out: ``--producers`` aiokafka transactional producers
+run one transaction after another (a record on each of two topics), committing one and aborting
+the next, on a broker of their own, which is stopped (SIGTERM) and started ``--cycles`` times;
+after each restart each producer's first transaction is aborted (``--then-commit``: committed).
+Read read_committed at the end, every committed value must be on both topics and no aborted
+one on either: it prints the skip lines and every transaction that broke that.
+
+``--dump SEGMENT...`` prints a kept broker's log segments batch by batch (producer id and epoch,
+COMMIT/ABORT control batches), and ``__transaction_state`` segments record by record (each
+transactional id's states), to see which partition of a transaction never got its marker.
+
 Everything lands in ``--out`` (default ``bench/results/soak-outage/<time>/``): per run the
 pytest output, the kept broker log, and for a failed run or one with skip lines pytest's
 temporary directory (the broker's data, for ``kafka.tools.DumpLogSegments``); ``summary.json``. The
@@ -21,16 +32,27 @@ shared broker of ``TURNLOG_BOOTSTRAP_SERVERS`` (default ``127.0.0.1:9092``) must
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
+import random
 import re
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import NewTopic
+from aiokafka.record.memory_records import MemoryRecords
+
+from turnlog.kafka import clients
 
 REPO = Path(__file__).resolve().parent.parent
 TEST = (
@@ -50,7 +72,8 @@ STARTING = re.compile(r"^=== kafka-local: starting .* at (\S+)")
 #: shutdown hook off, the log went quiet a moment after SIGTERM and this line never showed)
 CONTROLLED = "Beginning controlled shutdown"
 VIOLATION = re.compile(
-    r"^E\s+(?:AssertionError: )?((?:TokenConsumed|TurnResumed|PauseExpired|AnswerRejected): .*)"
+    r"^E\s+(?:AssertionError: )?((?:TokenConsumed|TurnResumed|PauseExpired|AnswerRejected): .*"
+    r"|[a-z_]+ partition \d+: .*)"  # the chaos count's differences, then turnlog audit's
 )
 
 
@@ -182,6 +205,236 @@ def print_table(runs: list[Run], label: str) -> None:
     )
 
 
+# -- the same drop without turnlog -------------------------------------------------------------
+
+KAFKA_SH = REPO / "compose" / "kafka-local" / "kafka.sh"
+DIRECT_TOPICS = ("soak-a", "soak-b")
+
+
+def _free_ports() -> int:
+    """Two consecutive ports free now, below the ephemeral range (as tests/brokers.py picks)."""
+    rng = random.SystemRandom()
+    for _ in range(500):
+        base = rng.randrange(20000, 32000)
+        free = True
+        for port in (base, base + 1):
+            with socket.socket() as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    free = False
+        if free:
+            return base
+    raise RuntimeError("no two free ports")
+
+
+async def _kafka_sh(env: dict[str, str], *args: str) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        str(KAFKA_SH), *args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    if await proc.wait() != 0:
+        raise RuntimeError(f"kafka.sh {' '.join(args)} failed")
+
+
+async def _one_transaction(producer: AIOKafkaProducer, i: int, value: str, commit: bool) -> None:
+    await producer.begin_transaction()
+    await producer.send_and_wait(DIRECT_TOPICS[0], value.encode(), partition=i % 6)
+    await producer.send_and_wait(DIRECT_TOPICS[1], value.encode(), partition=(i + 1) % 6)
+    await (producer.commit_transaction() if commit else producer.abort_transaction())
+
+
+async def _transactions(
+    bootstrap: str, i: int, ended: dict[str, set[str]], stop: asyncio.Event
+) -> None:
+    """Producer ``i``: one transaction after another (a record on each topic), until ``stop``,
+    committing one and aborting the next; a value goes into ``ended["committed"]`` or
+    ``ended["aborted"]`` once ``commit_transaction`` or ``abort_transaction`` returned."""
+    n = 0
+    while not stop.is_set():
+        producer = clients.producer(
+            bootstrap,
+            transactional_id=f"soak-{i}",
+            request_timeout_ms=5000,
+            retry_backoff_ms=100,
+        )
+        try:
+            await asyncio.wait_for(producer.start(), 15)
+            while not stop.is_set():
+                n += 1
+                value, commit = f"{i}:{n}", n % 2 == 0
+                await asyncio.wait_for(_one_transaction(producer, i, value, commit), 15)
+                ended["committed" if commit else "aborted"].add(value)
+        except Exception:  # the broker going or gone: a new producer once it is back
+            await asyncio.sleep(0.3)
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(producer.stop(), 10)
+
+
+async def _then(bootstrap: str, i: int, commit: bool) -> None:
+    """Producer ``i`` once more, after the outages: one transaction on the same partitions,
+    committed or aborted -- its marker is the next one those partitions get from it."""
+    for _ in range(20):
+        producer = clients.producer(bootstrap, transactional_id=f"soak-{i}")
+        try:
+            await producer.start()
+            await producer.begin_transaction()
+            await producer.send_and_wait(DIRECT_TOPICS[0], b"then", partition=i % 6)
+            await producer.send_and_wait(DIRECT_TOPICS[1], b"then", partition=(i + 1) % 6)
+            await (producer.commit_transaction() if commit else producer.abort_transaction())
+            return
+        except Exception:
+            await asyncio.sleep(0.5)
+        finally:
+            with contextlib.suppress(Exception):
+                await producer.stop()
+    raise RuntimeError(f"producer {i}: no last transaction")
+
+
+async def _read_committed(bootstrap: str, topic: str) -> set[str]:
+    consumer = clients.consumer(
+        bootstrap, isolation_level="read_committed", enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        parts = [TopicPartition(topic, p) for p in range(6)]
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        end = await consumer.end_offsets(parts)  # the last stable offsets, read_committed
+        seen: set[str] = set()
+        while any(await consumer.position(tp) < end[tp] for tp in parts):
+            for records in (await consumer.getmany(timeout_ms=1000)).values():
+                seen.update(r.value.decode() for r in records if r.value != b"then")
+        return seen
+    finally:
+        await consumer.stop()
+
+
+async def direct(out: Path, cycles: int, producers: int, commit_after: bool) -> int:
+    """Transactional aiokafka producers commit in a loop while a lone broker is stopped
+    (SIGTERM, a controlled shutdown) and started ``cycles`` times; then each producer's next
+    transaction is aborted (or committed); then every value whose commit returned is looked
+    for on both topics, read_committed."""
+    port = _free_ports()
+    data = out / "direct-broker"
+    env = {
+        **os.environ,
+        "KAFKA_LOCAL_DATA": str(data),
+        "KAFKA_LOCAL_PORT": str(port),
+        "KAFKA_LOCAL_FAST": "1",
+        "KAFKA_HEAP_OPTS": "-Xmx512m -Xms128m",
+        "KAFKA_LOCAL_PROPERTIES": "broker.heartbeat.interval.ms=500 broker.session.timeout.ms=2500",
+    }
+    bootstrap = f"127.0.0.1:{port}"
+    await _kafka_sh(env, "start")
+    try:
+        admin = clients.admin(bootstrap)
+        await admin.start()
+        await admin.create_topics([NewTopic(t, 6, 1) for t in DIRECT_TOPICS])
+        await admin.close()
+        ended: dict[str, set[str]] = {"committed": set(), "aborted": set()}
+        committed = ended["committed"]
+        for cycle in range(cycles):
+            stop = asyncio.Event()
+            loops = [
+                asyncio.create_task(_transactions(bootstrap, i, ended, stop))
+                for i in range(producers)
+            ]
+            await asyncio.sleep(4)
+            print(f"cycle {cycle + 1}: {len(committed)} commits returned; stopping", flush=True)
+            await _kafka_sh(env, "stop")
+            stop.set()
+            await asyncio.gather(*loops)
+            await _kafka_sh(env, "start")
+            # The next transaction of each producer, before any other: its marker decides what
+            # becomes of records a dropped marker left open.
+            await asyncio.gather(*(_then(bootstrap, i, commit_after) for i in range(producers)))
+        a = await _read_committed(bootstrap, DIRECT_TOPICS[0])
+        b = await _read_committed(bootstrap, DIRECT_TOPICS[1])
+    finally:
+        await _kafka_sh(env, "stop")
+    log = data / "single" / "server.log"
+    skips = [line for line in log.read_text(errors="replace").splitlines() if SKIP in line]
+
+    def order(v: str) -> tuple[int, ...]:
+        return tuple(map(int, v.split(":")))
+
+    lost = sorted(committed - (a & b), key=order)
+    risen = sorted(ended["aborted"] & (a | b), key=order)
+    print(
+        f"{len(committed)} commits and {len(ended['aborted'])} aborts returned, {cycles} "
+        f"controlled shutdowns, each followed by a transaction "
+        f"{'committed' if commit_after else 'aborted'}; {len(skips)} skip lines"
+    )
+    for line in skips:
+        print("  " + line[:300])
+    print(f"{len(lost)} committed transactions not wholly visible, {len(risen)} aborted visible:")
+    for v in lost + risen:
+        print(
+            f"  {v} ({'committed' if v in committed else 'aborted'}): "
+            f"{DIRECT_TOPICS[0]} {'yes' if v in a else 'no'}, "
+            f"{DIRECT_TOPICS[1]} {'yes' if v in b else 'no'}"
+        )
+    return 1 if lost or risen else 0
+
+
+# -- reading a kept broker's logs (DumpLogSegments is in kafka-tools, which .kafka/ lacks) -----
+
+TXN_STATES = {
+    0: "Empty",
+    1: "Ongoing",
+    2: "PrepareCommit",
+    3: "PrepareAbort",
+    4: "CompleteCommit",
+    5: "CompleteAbort",
+    6: "Dead",
+    7: "PrepareEpochFence",
+}
+
+
+def _clock(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
+def dump_segment(path: Path, match: str = "") -> None:
+    """One line per batch of a segment: offsets, time, producer id and epoch, and COMMIT or
+    ABORT for a control batch (the record keys otherwise); for ``__transaction_state`` one
+    line per record: the transactional id, producer id and epoch, and the state written."""
+    records = MemoryRecords(path.read_bytes())
+    txn_log = path.parent.name.startswith("__transaction_state")
+    print(f"== {path}")
+    while records.has_next():
+        batch = records.next_batch()
+        items = list(batch)
+        if not items:
+            continue
+        if txn_log:
+            for r in items:
+                (size,) = struct.unpack(">h", r.key[2:4])
+                tid = r.key[4 : 4 + size].decode()
+                if match not in tid or r.value is None:
+                    continue
+                _, pid, epoch, _, state = struct.unpack(">hqhib", r.value[:17])
+                print(
+                    f"{r.offset:>6} {_clock(r.timestamp)} {tid} pid={pid} epoch={epoch} "
+                    f"{TXN_STATES.get(state, state)}"
+                )
+            continue
+        if batch.is_control_batch:
+            (kind,) = struct.unpack(">h", items[0].key[2:4])
+            what = "CONTROL " + {0: "ABORT", 1: "COMMIT"}.get(kind, str(kind))
+        else:
+            keys = [(r.key or b"")[:40].decode("latin1").strip() for r in items]
+            what = " | ".join(keys)
+            if match and match not in what:
+                continue
+        print(
+            f"{items[0].offset:>6}-{items[-1].offset:<6} {_clock(items[0].timestamp)} "
+            f"pid={batch.producer_id} epoch={batch.producer_epoch} {what}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=10, help="at most this many runs")
@@ -190,7 +443,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--txn-debug", action="store_true", help="KAFKA_LOCAL_TXN_DEBUG=1")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--direct", action="store_true", help="no turnlog, no test: the bare producers (below)"
+    )
+    parser.add_argument("--cycles", type=int, default=8, help="--direct: broker stops")
+    parser.add_argument("--producers", type=int, default=12, help="--direct: producers")
+    parser.add_argument(
+        "--then-commit", action="store_true", help="--direct: commit the next transaction"
+    )
+    parser.add_argument(
+        "--dump",
+        type=Path,
+        nargs="+",
+        metavar="SEGMENT",
+        help="print the batches of these .log segments (a kept broker's data) and stop",
+    )
+    parser.add_argument("--match", default="", help="--dump: only these keys / transactional ids")
     args = parser.parse_args(argv)
+    if args.dump:
+        for segment in args.dump:
+            dump_segment(segment, args.match)
+        return 0
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = args.out or REPO / "bench" / "results" / "soak-outage" / stamp
@@ -203,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
         env.pop("KAFKA_LOCAL_FEATURES", None)
     if args.txn_debug:
         env["KAFKA_LOCAL_TXN_DEBUG"] = "1"
+    if args.direct:
+        os.environ.update({k: v for k, v in env.items() if k.startswith("KAFKA_LOCAL_")})
+        return asyncio.run(direct(out, args.cycles, args.producers, args.then_commit))
     label = f"features: {args.features or '(4.4 defaults)'}; out: {out}"
     print(label, flush=True)
 

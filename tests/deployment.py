@@ -65,7 +65,7 @@ def sample_checkpoint(
     thread_id: str, *, checkpoint_id: str = "cp-1", sequence: int = 1, reserved: int = 3
 ) -> TurnCheckpoint:
     """A turn that paused on ``ask_user`` (call-1) with ``reserved - 1`` other calls reserved."""
-    calls = [ReservedCall("call-1", "ask_user", {"question": "Which region?"})]
+    calls = [ReservedCall("call-1", "ask_user", json.loads(REQUEST))]
     calls += [ReservedCall(f"call-{i}", "search", {"q": i}) for i in range(2, reserved + 1)]
     messages = captured_messages(
         [

@@ -20,7 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
 from tests.conftest import Names
-from tests.deployment import ANSWER, Deployment, axes, make_deployment, sample_checkpoint
+from tests.deployment import ANSWER, REQUEST, Deployment, axes, make_deployment, sample_checkpoint
 from tests.integration.cli_support import Cli, cli_env
 from tests.integration.worker_support import running_worker
 from tests.kafka_helpers import eventually, read_to_end, wait_until_consumed
@@ -75,7 +75,7 @@ class RawLog:
         cp = sample_checkpoint(thread)
         now = utc_now()
         pause = PauseRecorded(
-            **event_meta(now), checkpoint=cp, token_id=token, request_json="{}",
+            **event_meta(now), checkpoint=cp, token_id=token, request_json=REQUEST,
             request_hash="h", response_schema="ask_user", expires_at=now + timedelta(days=1),
         )  # fmt: skip
         await self._send(self.topics.pauses, thread, pause_key(thread, "cp-1"), encode(pause))
@@ -342,8 +342,8 @@ async def test_a_real_flow_holds_under_the_audit(
     dep = make_deployment(bootstrap, names.prefix, names.app, tmp_path / "state")
     right, wrong, left = (sample_checkpoint(f"thread-{n}") for n in ("a", "b", "c"))
     async with PauseRecorder(dep.settings, dep.issuer) as recorder:
-        paused = [await recorder.record(cp, request_json='{"q": 1}') for cp in (right, wrong)]
-        await recorder.record(left, request_json='{"q": 1}', ttl=timedelta(seconds=1))
+        paused = [await recorder.record(cp, request_json=REQUEST) for cp in (right, wrong)]
+        await recorder.record(left, request_json=REQUEST, ttl=timedelta(seconds=1))
     async with (
         running_worker(dep, tmp_path / "worker", expiry_interval=0.2),
         AnswerPublisher(dep.settings, dep.verifier) as publisher,

@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
 from tests.conftest import Names
-from tests.deployment import ANSWER, Deployment, axes, make_deployment, sample_checkpoint
+from tests.deployment import ANSWER, REQUEST, Deployment, axes, make_deployment, sample_checkpoint
 from tests.integration.cli_support import Cli, cli_env
 from tests.integration.worker_support import running_worker
 from tests.kafka_helpers import read_to_end, wait_until_consumed
@@ -55,7 +55,7 @@ async def _paused_and_answered(
 ) -> tuple[RecordedPause, AnswerSubmitted]:
     cp = sample_checkpoint(thread)
     async with PauseRecorder(dep.settings, dep.issuer) as recorder:
-        pause = await recorder.record(cp, request_json='{"q": 1}')
+        pause = await recorder.record(cp, request_json=REQUEST)
     async with AnswerPublisher(dep.settings, dep.verifier) as publisher:
         sent = await publisher.publish(pause.token, ANSWER, **axes(cp))
     [record] = [

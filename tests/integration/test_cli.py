@@ -45,7 +45,7 @@ def test_the_whole_tour(cli: Cli, tmp_path: Path) -> None:
     cp = sample_checkpoint("cli-thread")
     checkpoint_file = tmp_path / "checkpoint.json"
     checkpoint_file.write_text(cp.encode())
-    paused = cli.json("pause", str(checkpoint_file), "--request", '{"q": "region?"}')
+    paused = cli.json("pause", str(checkpoint_file))
     assert isinstance(paused, dict)
     token = str(paused["token"])
     assert paused["thread_id"] == "cli-thread"

@@ -41,7 +41,7 @@ def _pause(cli: Cli, tmp_path: Path, thread: str) -> tuple[str, list[str]]:
     cp = sample_checkpoint(thread)
     path = tmp_path / f"{thread}.json"
     path.write_text(cp.encode())
-    paused = cli.json("pause", str(path), "--request", '{"q": "region?"}')
+    paused = cli.json("pause", str(path))
     assert isinstance(paused, dict)
     axes = ["--scope", cp.scope_hash, "--session", cp.session_id, "--run", cp.run_id]
     return str(paused["token"]), [*axes, "--call", "call-1"]

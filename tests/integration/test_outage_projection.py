@@ -21,7 +21,7 @@ import pytest
 
 from tests.brokers import OwnBroker
 from tests.conftest import Names
-from tests.deployment import Deployment, make_deployment, sample_checkpoint
+from tests.deployment import REQUEST, Deployment, make_deployment, sample_checkpoint
 from tests.kafka_helpers import eventually
 from turnlog.errors import BrokerUnavailable
 from turnlog.producers.pauses import PauseRecorder, RecordedPause
@@ -37,7 +37,7 @@ LOGGER = "turnlog.projections.projector"
 async def _record(dep: Deployment, prefix: str, count: int) -> list[RecordedPause]:
     async with PauseRecorder(dep.settings, dep.issuer) as recorder:
         return [
-            await recorder.record(sample_checkpoint(f"{prefix}-{i}"), request_json="{}")
+            await recorder.record(sample_checkpoint(f"{prefix}-{i}"), request_json=REQUEST)
             for i in range(count)
         ]
 

@@ -19,7 +19,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from tests.conftest import REPO, Names
-from tests.deployment import ANSWER, axes, make_deployment, sample_checkpoint
+from tests.deployment import ANSWER, REQUEST, axes, make_deployment, sample_checkpoint
 from tests.kafka_helpers import eventually, read_to_end
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import AnswerSubmitted, PauseRecorded, TokenConsumed
@@ -206,8 +206,8 @@ async def test_pause_is_visible_in_a_projector_in_another_process(
         recorded: dict[int, RecordedPause] = {}
         for seq in (1, 3, 2):
             cp = sample_checkpoint("thread-a", checkpoint_id=f"cp-{seq}", sequence=seq)
-            recorded[seq] = await recorder.record(cp, request_json='{"q": 1}')
-        other = await recorder.record(sample_checkpoint("thread-b"), request_json="{}")
+            recorded[seq] = await recorder.record(cp, request_json=REQUEST)
+        other = await recorder.record(sample_checkpoint("thread-b"), request_json=REQUEST)
 
         reader = await open_secondary(state, tmp_path / "secondary")
         try:
@@ -270,7 +270,7 @@ async def test_rebuild_after_deleting_the_state_directory_matches_the_live_store
             for thread in ("thread-a", "thread-b", "thread-c"):
                 for seq in (1, 2):
                     cp = sample_checkpoint(thread, checkpoint_id=f"cp-{seq}", sequence=seq)
-                    rec = await recorder.record(cp, request_json="{}")
+                    rec = await recorder.record(cp, request_json=REQUEST)
                     pauses[(thread, seq)] = rec.pause
                     wrote(topics.pauses, rec.partition, rec.offset)
             # Spend two tokens, then take one consumption back (a tombstone re-opens its pause).
@@ -345,7 +345,7 @@ def small_pause(thread_id: str, seq: int) -> PauseRecorded:
         package_version="test",
         checkpoint=cp,
         token_id=f"tok-{thread_id}-{seq}",
-        request_json="{}",
+        request_json=REQUEST,
         request_hash="-",
         response_schema="ask_user",
         expires_at=MOMENT + timedelta(days=365 * 10),
@@ -442,7 +442,8 @@ async def test_undecodable_records_are_skipped_counted_and_do_not_stop_the_proje
             following(projector) as follower,
         ):
             first = await recorder.record(
-                sample_checkpoint("thread-a", checkpoint_id="cp-1", sequence=1), request_json="{}"
+                sample_checkpoint("thread-a", checkpoint_id="cp-1", sequence=1),
+                request_json=REQUEST,
             )
             bad = [
                 await raw.send_and_wait(
@@ -462,7 +463,8 @@ async def test_undecodable_records_are_skipped_counted_and_do_not_stop_the_proje
                 ),
             ]
             second = await recorder.record(
-                sample_checkpoint("thread-a", checkpoint_id="cp-2", sequence=2), request_json="{}"
+                sample_checkpoint("thread-a", checkpoint_id="cp-2", sequence=2),
+                request_json=REQUEST,
             )
 
             async def caught_up() -> bool:
@@ -537,7 +539,7 @@ async def test_forgotten_thread_is_gone_after_compaction_and_rebuild(
             for thread, into in (("thread-gone", gone), ("thread-kept", kept)):
                 for seq in (1, 2):
                     cp = sample_checkpoint(thread, checkpoint_id=f"cp-{seq}", sequence=seq)
-                    into.append(await recorder.record(cp, request_json="{}"))
+                    into.append(await recorder.record(cp, request_json=REQUEST))
                 cp = into[-1].pause.checkpoint
                 answer = await publisher.publish(into[-1].token, ANSWER, **axes(cp))
                 await send_consumption(
@@ -561,7 +563,7 @@ async def test_forgotten_thread_is_gone_after_compaction_and_rebuild(
                 # One record per topic under one fixed key: rolls the segment (segment.ms has
                 # passed) so the cleaner may compact the one holding the tombstones, then, once
                 # delete.retention.ms has passed, drop the tombstones too.
-                await recorder.record(sample_checkpoint("filler"), request_json="{}")
+                await recorder.record(sample_checkpoint("filler"), request_json=REQUEST)
                 await producer.send_and_wait(
                     topics.answers,
                     encode(filler_answer()),

@@ -18,7 +18,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 import turnlog.kafka.topics as topics_module
 import turnlog.producers.pauses as pauses_module
 from tests.conftest import KAFKA_SCRIPT, REPO, Names
-from tests.deployment import make_deployment, sample_checkpoint
+from tests.deployment import REQUEST, make_deployment, sample_checkpoint
 from turnlog.errors import BrokerUnavailable, TopicMismatch
 from turnlog.kafka.topics import TopicSet, TopicState, admin_client, describe, wait_for_leaders
 from turnlog.producers.pauses import PauseRecorder
@@ -179,7 +179,7 @@ async def test_failed_readiness_does_not_latch_and_succeeds_once_the_broker_is_u
         assert service.ready
         states = await topic_states(broker.bootstrap, dep.topics)
         assert sorted(states) == sorted(spec.name for spec in dep.topics.specs())
-        recorded = await recorder.record(sample_checkpoint("thread-1"), request_json="{}")
+        recorded = await recorder.record(sample_checkpoint("thread-1"), request_json=REQUEST)
         assert recorded.offset >= 0
     finally:
         await service.close()

@@ -7,7 +7,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 
 from tests.conftest import Names
-from tests.deployment import ANSWER, axes, make_deployment, sample_checkpoint
+from tests.deployment import ANSWER, REQUEST, axes, make_deployment, sample_checkpoint
 from tests.integration.worker_support import running_worker
 from tests.kafka_helpers import eventually, read_to_end, wait_until_consumed
 from turnlog.consumers.resumed import ResumedTurns
@@ -33,7 +33,7 @@ async def test_one_trace_runs_from_the_pause_to_its_resumed_turn(
     parent = tracing.parse(PARENT)
     assert parent is not None
     async with PauseRecorder(dep.settings, dep.issuer) as recorder:
-        pause = await recorder.record(cp, request_json='{"q": 1}', traceparent=PARENT)
+        pause = await recorder.record(cp, request_json=REQUEST, traceparent=PARENT)
     assert pause.traceparent == PARENT
     [paused] = await read_to_end(bootstrap, dep.topics.pauses)
     assert _traceparent(paused) == parent
@@ -71,7 +71,7 @@ async def test_a_malformed_traceparent_on_an_answer_is_ignored(
     dep = make_deployment(bootstrap, names.prefix, names.app, tmp_path / "state")
     cp = sample_checkpoint("thread-garbled")
     async with PauseRecorder(dep.settings, dep.issuer) as recorder:
-        pause = await recorder.record(cp, request_json='{"q": 1}')
+        pause = await recorder.record(cp, request_json=REQUEST)
     async with AnswerPublisher(dep.settings, dep.verifier) as publisher:
         answer = publisher.build(pause.token, ANSWER, **axes(cp))
     # Written by some other Kafka client, with a header that is no traceparent.

@@ -234,13 +234,13 @@ def test_the_settings_table_gives_each_default_as_the_code_has_it() -> None:
 def test_every_metric_the_pages_name_is_exposed() -> None:
     from prometheus_client import CollectorRegistry
 
+    from turnlog.notify.metrics import notify_metrics
     from turnlog.observability.metrics import (
         audit_metrics,
         projector_metrics,
         resumed_turns_metrics,
         worker_metrics,
     )
-    from turnlog.notify.metrics import notify_metrics
 
     registry = CollectorRegistry()
     notify_metrics(registry)

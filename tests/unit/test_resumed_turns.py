@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from tests.deployment import sample_checkpoint
+from tests.deployment import REQUEST, sample_checkpoint
 from turnlog.clock import utc_now
 from turnlog.consumers.resumed import (
     history_dicts,
@@ -51,7 +52,10 @@ def test_history_dicts_are_openai_shaped() -> None:
     assert calls[0] == {
         "id": "call-1",
         "type": "function",
-        "function": {"name": "ask_user", "arguments": '{"question":"Which region?"}'},
+        "function": {
+            "name": "ask_user",
+            "arguments": json.dumps(json.loads(REQUEST), separators=(",", ":"), sort_keys=True),
+        },
     }
     assert "tool_calls" not in dicts[0] and "tool_call_id" not in dicts[0]
     assert [(d["tool_call_id"], d["content"]) for d in dicts[3:]] == [
@@ -74,7 +78,7 @@ def test_history_converts_to_langchain_messages() -> None:
     asking = messages[2]
     assert isinstance(asking, AIMessage)
     assert [c["id"] for c in asking.tool_calls] == ["call-1", "call-2", "call-3"]
-    assert asking.tool_calls[0]["args"] == {"question": "Which region?"}
+    assert asking.tool_calls[0]["args"] == json.loads(REQUEST)
     assert [m.tool_call_id for m in messages[3:] if isinstance(m, ToolMessage)] == [
         "call-1",
         "call-2",

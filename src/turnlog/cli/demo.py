@@ -49,9 +49,15 @@ class DemoFailed(TurnlogError):
     """A step of the demo did not show what it should have."""
 
 
+#: What the model asked the person: one question, two regions to choose from.
+_ASKED = {
+    "questions": [{"question": "Deploy to which region?", "options": ["eu-west-1", "us-east-1"]}]
+}
+
+
 def _checkpoint(thread_id: str) -> TurnCheckpoint:
     calls = [
-        ReservedCall("call_region", "ask_user", {"question": "Deploy to which region?"}),
+        ReservedCall("call_region", "ask_user", _ASKED),
         ReservedCall("call_quota", "check_quota", {"service": "billing"}),
         ReservedCall("call_notify", "notify_team", {"channel": "#deploys"}),
     ]
@@ -128,10 +134,7 @@ async def run_demo(base: Settings, console: Console) -> None:
         step("Pause", "an agent turn stops before dispatching ask_user (3 calls reserved)")
         checkpoint = _checkpoint(f"thread-{tag}")
         async with PauseRecorder(settings, issuer, create_topics=False) as recorder:
-            pause = await recorder.record(
-                checkpoint,
-                request_json=json.dumps({"question": "Deploy to which region?"}),
-            )
+            pause = await recorder.record(checkpoint, request_json=json.dumps(_ASKED))
         console.print(
             f"  PauseRecorded committed at {topics.pauses}[{pause.partition}]@{pause.offset}"
         )

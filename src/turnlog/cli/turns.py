@@ -1,4 +1,8 @@
-"""Verbs on paused turns: pause, answer, pending, show, tail, forget."""
+"""Verbs on paused turns: pause, answer, pending, show, tail, forget.
+
+It is one module because the six verbs are thin shells over the library sharing one set of
+options and one caught-up rule for what they read; a verb that grows logic moves it below.
+"""
 
 from __future__ import annotations
 
@@ -36,7 +40,9 @@ async def pause(
     checkpoint_file: Annotated[
         Path | None, typer.Argument(help="JSON checkpoint (canonical body).")
     ] = None,
-    request: Annotated[str, typer.Option(help="The paused request as JSON text.")] = "{}",
+    request: Annotated[
+        str | None, typer.Option(help="JSON; default: the call's arguments.")
+    ] = None,
     interaction: Annotated[
         str | None, typer.Option(help="Defaults to the checkpoint's name.")
     ] = None,

@@ -71,6 +71,18 @@ class TurnCheckpoint:
             "safe_boundary": self.safe_boundary,
         }
 
+    def call_arguments(self) -> str | None:
+        """The arguments (JSON text) the model gave the paused call, ``tool_call_id``, in the
+        asking round -- what it asked, and so the pause's request when none is given.
+        ``None`` when the round holds no such call."""
+        for message in reversed(self.messages):
+            if message.get("role") == "assistant" and message.get("tool_calls"):
+                for call in message["tool_calls"]:
+                    if call.get("id") == self.tool_call_id:
+                        return str(call.get("arguments") or "{}")
+                return None
+        return None
+
     def encode(self) -> str:
         """The canonical JSON body: the same value always gives the same text."""
         return json.dumps(self.body(), separators=(",", ":"), sort_keys=True, ensure_ascii=False)

@@ -22,6 +22,9 @@ Everything a pause says is rendered through :func:`~turnlog.inbox.views.visible`
 the templates, and their ``finalize`` for whatever a template forgets), so no control or format
 character reaches a page raw. A refusal reads as a page for a person and as JSON for the page's
 script (``Accept: application/json``).
+
+It is one module because every route applies the same four rules -- session, CSRF, the viewer's
+binding to a pause, the body limit -- and a route kept elsewhere is a route that can forget one.
 """
 
 from __future__ import annotations

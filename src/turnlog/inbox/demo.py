@@ -190,6 +190,10 @@ async def run_inbox_demo(
             await projector.start()
             await projector.catch_up()
             tasks.append(asyncio.create_task(projector.follow()))
+            # The demo's topics are scratch, deleted at Ctrl-C: the worker's warning about a
+            # single-replica cluster is for a deployment, and would only interleave with the
+            # page's lines here.
+            logging.getLogger("turnlog.kafka.topics").setLevel(logging.ERROR)
             tasks.append(asyncio.create_task(tl.run_worker()))
             tasks.append(asyncio.create_task(_agent(tl, say)))
             async with InboxService(tl, scratch / "projection") as service:

@@ -29,6 +29,7 @@ PLAIN_WORDS: Final[Mapping[str, str]] = {
     RefusalReason.TOKEN_EXPIRED: "the pause expired before the answer arrived",
     RefusalReason.TOKEN_NOT_YET_VALID: "the pause is not open yet",
     RefusalReason.RESPONSE_INVALID: "the answer does not fit what was asked",
+    RefusalReason.RESPONSE_MISMATCH: "the answer does not match the question's choices",
     RefusalReason.APPROVAL_MISMATCH: "the approval is for another call than the one paused",
     RefusalReason.ANSWER_TOO_LARGE: "the answer is too long",
     RefusalReason.NO_RECORDED_TURN_STATE: "the paused turn is no longer on record",
