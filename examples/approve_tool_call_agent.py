@@ -85,20 +85,18 @@ async def person_decides(tl: Turnlog, paused: Paused, decision: str) -> None:
     print("outcome accepted:", (await tl.outcome(sent.answer_id, timeout=60)).accepted)
 
 
-async def agent_continues(tl: Turnlog, model: ScriptedModel, thread: str) -> str:
-    async with tl.resumed() as turns:
-        async for turn in turns:
-            if turn.thread_id != thread:
-                continue
-            history = history_dicts(turn)
-            call = approved_call(turn)
-            if call is not None:  # approved (maybe edited): run it, add its result
-                result = deploy(**call["arguments"])
-                history.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-            final: str = model.reply(history)["content"]
-            await turns.commit()  # leaving the loop: this turn is handled
-            return final
-    raise RuntimeError("the resumed stream ended")
+async def agent_continues(tl: Turnlog, model: ScriptedModel, paused: Paused) -> str:
+    # This pause's turn alone: no other thread's turn is taken from those who continue them.
+    turn = await tl.resumed_turn(
+        paused.thread_id, token_id=paused.token_id, since=paused.pause.occurred_at, timeout=60
+    )
+    history = history_dicts(turn)
+    call = approved_call(turn)
+    if call is not None:  # approved (maybe edited): run it, add its result
+        result = deploy(**call["arguments"])
+        history.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+    final: str = model.reply(history)["content"]
+    return final
 
 
 async def main(decision: str) -> None:
@@ -111,7 +109,7 @@ async def main(decision: str) -> None:
         paused = await agent_pauses(tl, model, thread)
         print("paused for approval; token", paused.token_id)
         deciding = asyncio.create_task(person_decides(tl, paused, decision))
-        print("agent:", await agent_continues(tl, model, thread))
+        print("agent:", await agent_continues(tl, model, paused))
         await deciding
     await worker
 

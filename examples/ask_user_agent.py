@@ -4,8 +4,9 @@ the answer. A scripted model stands in for the LLM: no network, no API key.
     TURNLOG_BOOTSTRAP_SERVERS=127.0.0.1:9092 python examples/ask_user_agent.py
 
 The agent pauses on its ``ask_user`` call, a separate task answers as the person would, the
-resume worker checks the answer and emits the resumed turn, and the agent loop continues from
-that turn's history, in which the answer already is the result of the ``ask_user`` call.
+resume worker checks the answer and emits the resumed turn, and the agent continues from that
+turn's history, in which the answer already is the result of the ``ask_user`` call. It waits
+for its own pause's turn (``resumed_turn``), taking nothing of any other thread's.
 """
 
 from __future__ import annotations
@@ -72,14 +73,14 @@ async def person_answers(tl: Turnlog, paused: Paused) -> None:
     print("outcome accepted:", (await tl.outcome(sent.answer_id, timeout=60)).accepted)
 
 
-async def agent_continues(tl: Turnlog, model: ScriptedModel, thread: str) -> str:
-    async with tl.resumed() as turns:
-        async for turn in turns:
-            if turn.thread_id == thread:
-                final: str = model.reply(history_dicts(turn))["content"]
-                await turns.commit()  # leaving the loop: this turn is handled
-                return final
-    raise RuntimeError("the resumed stream ended")
+async def agent_continues(tl: Turnlog, model: ScriptedModel, paused: Paused) -> str:
+    # The turn of this pause: read from its thread's partition, with no consumer group, so no
+    # other thread's turn is taken; `since` starts the read at the pause, not a week back.
+    turn = await tl.resumed_turn(
+        paused.thread_id, token_id=paused.token_id, since=paused.pause.occurred_at, timeout=60
+    )
+    final: str = model.reply(history_dicts(turn))["content"]
+    return final
 
 
 async def main() -> None:
@@ -92,7 +93,7 @@ async def main() -> None:
         paused = await agent_pauses(tl, model, thread)
         print("paused; token", paused.token_id)
         answering = asyncio.create_task(person_answers(tl, paused))
-        print("agent:", await agent_continues(tl, model, thread))
+        print("agent:", await agent_continues(tl, model, paused))
         await answering
     await worker
 

@@ -4,15 +4,15 @@ case the history already tells the model why, as the call's result.
 
     python docs/snippets/approval_continue.py THREAD_ID
 
-(One-shot, for the tutorial: it waits for its thread's turn. An agent service loops over every
-thread's turns instead; see the page.)
+(One-shot, for the tutorial: it waits for its own thread's turn and takes nothing of any other
+thread's. An agent service loops over every thread's turns instead; see the page.)
 """
 
 import asyncio
 import sys
 from typing import Any
 
-from turnlog import Settings, Turnlog, TurnResumed, approved_call, history_dicts
+from turnlog import Settings, Turnlog, approved_call, history_dicts
 
 
 def deploy(service: str, region: str) -> str:
@@ -21,20 +21,17 @@ def deploy(service: str, region: str) -> str:
 
 
 async def continue_turn(thread_id: str) -> None:
-    async with Turnlog(Settings.from_env()) as tl, tl.resumed() as turns:
-        async for turn in turns:
-            if not isinstance(turn, TurnResumed) or turn.thread_id != thread_id:
-                continue
-            history: list[dict[str, Any]] = history_dicts(turn)
-            call = approved_call(turn)
-            if call is not None:  # approved, perhaps edited: run it now, exactly this call
-                result = deploy(**call["arguments"])
-                history.append({"role": "tool", "tool_call_id": call["id"], "content": result})
-                print(f"{turn.thread_id}: ran {call['name']}({call['arguments']}): {result}")
-            else:  # rejected: nothing runs; the person's message is the call's result
-                print(f"{turn.thread_id}: not run; the model reads: {history[-1]['content']}")
-            await turns.commit()  # leaving the loop: mark this turn handled now
-            return  # hand `history` to the model to continue
+    async with Turnlog(Settings.from_env()) as tl:
+        turn = await tl.resumed_turn(thread_id, timeout=60)  # this thread's turn, no one else's
+        history: list[dict[str, Any]] = history_dicts(turn)
+        call = approved_call(turn)
+        if call is not None:  # approved, perhaps edited: run it now, exactly this call
+            result = deploy(**call["arguments"])
+            history.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+            print(f"{turn.thread_id}: ran {call['name']}({call['arguments']}): {result}")
+        else:  # rejected: nothing runs; the person's message is the call's result
+            print(f"{turn.thread_id}: not run; the model reads: {history[-1]['content']}")
+        # hand `history` to the model to continue
 
 
 asyncio.run(continue_turn(sys.argv[1]))

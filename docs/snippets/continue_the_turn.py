@@ -1,23 +1,22 @@
 """The agent's side again, in a third process that never saw the pause: the resumed turn's
-history already holds the person's answer as the result of the ask_user call."""
+history already holds the person's answer as the result of the ask_user call. It asks for its
+own thread's turn: whatever other threads have waiting is left to whoever continues them."""
 
 import asyncio
 
-from turnlog import Settings, Turnlog, TurnResumed, history_dicts
+from turnlog import Settings, Turnlog, history_dicts
 
 
 async def continue_turn() -> None:
-    async with Turnlog(Settings.from_env()) as tl, tl.resumed() as turns:
-        async for turn in turns:  # waits for the next resumed turn
-            if not isinstance(turn, TurnResumed):
-                continue  # a PauseExpired, when asked for with include_expired=True
-            print(f"thread {turn.thread_id}, resumed from {turn.checkpoint_id}:")
-            for message in history_dicts(turn):
-                text = message["content"].replace("\n", "\n" + " " * 13)
-                print(f"  {message['role']:>9}: {text}")
-            # hand history_dicts(turn) to your model: its next reply continues the turn
-            await turns.commit()  # leaving the loop: mark this turn handled now
-            return
+    async with Turnlog(Settings.from_env()) as tl:
+        # thread-1's resumed turn: read from its partition with no consumer group, so nothing
+        # of any other thread is taken or committed (and asking again gives the same turn)
+        turn = await tl.resumed_turn("thread-1", timeout=60)
+        print(f"thread {turn.thread_id}, resumed from {turn.checkpoint_id}:")
+        for message in history_dicts(turn):
+            text = message["content"].replace("\n", "\n" + " " * 13)
+            print(f"  {message['role']:>9}: {text}")
+        # hand history_dicts(turn) to your model: its next reply continues the turn
 
 
 asyncio.run(continue_turn())

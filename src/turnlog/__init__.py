@@ -29,6 +29,7 @@ Interactions (what a person may answer)
     ``approve`` / ``edit`` / ``reject``; ``approved_call`` is the call a resumed turn runs.
 Downstream
     ``ResumedTurns`` -- the async iterator of resumed turns; ``history_dicts`` its messages.
+    ``ResumedTurnTimeout`` -- ``Turnlog.resumed_turn`` (one thread's turn) found none in time.
     ``TurnResumed`` / ``PauseExpired`` / ``AnswerRejected`` -- the records on the output topics.
 Checkpoint service (seed 001)
     ``CheckpointService`` / ``CheckpointRef`` -- readiness, latest, history, safe boundaries.
@@ -51,7 +52,7 @@ from turnlog._version import __version__
 if TYPE_CHECKING:
     from turnlog.api import Paused, Turnlog
     from turnlog.consumers.outcomes import AnswerOutcome
-    from turnlog.consumers.resumed import ResumedTurns, history_dicts
+    from turnlog.consumers.resumed import ResumedTurns, ResumedTurnTimeout, history_dicts
     from turnlog.contracts.approvals import (
         APPROVE_TOOL_CALL,
         approval_request,
@@ -106,6 +107,7 @@ _HOME: dict[str, str] = {
     "approved_call": "turnlog.contracts.approvals",
     # downstream
     "ResumedTurns": "turnlog.consumers.resumed",
+    "ResumedTurnTimeout": "turnlog.consumers.resumed",
     "history_dicts": "turnlog.consumers.resumed",
     "TurnResumed": "turnlog.contracts.events",
     "PauseExpired": "turnlog.contracts.events",
@@ -150,6 +152,7 @@ __all__ = [  # noqa: RUF022 - grouped by use, as the docstring lists them
     "approved_call",
     # downstream
     "ResumedTurns",
+    "ResumedTurnTimeout",
     "history_dicts",
     "TurnResumed",
     "PauseExpired",

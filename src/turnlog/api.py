@@ -10,6 +10,7 @@ the keys directory, and hands out the five things a program does with paused tur
         outcome = await tl.outcome(sent.answer_id, timeout=30)          # resumed, or why not
         async with tl.resumed() as turns:                               # the continuing side
             async for turn in turns: ...
+        turn = await tl.resumed_turn("thread-7", timeout=30)             # ... of one thread
     # and somewhere, in one or more processes: await Turnlog(settings).run_worker()
 
 Every part is lazy: a process that only answers never starts a pause producer, and pausing,
@@ -30,19 +31,20 @@ import contextlib
 import json
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import Any, Literal, overload
 
 from turnlog.clock import utc_now
 from turnlog.consumers.outcomes import AnswerOutcome, read_outcome
-from turnlog.consumers.resumed import ResumedTurns
+from turnlog.consumers.resumed import ResumedTurns, read_thread_turn
 from turnlog.consumers.worker import ResumeWorker
 from turnlog.contracts.axes import Axes
 from turnlog.contracts.checkpoint import TurnCheckpoint
-from turnlog.contracts.events import PauseRecorded
+from turnlog.contracts.events import PauseExpired, PauseRecorded, TurnResumed
 from turnlog.contracts.interactions import InteractionRegistry, default_interactions
 from turnlog.contracts.resume import check_response
+from turnlog.errors import TurnlogError
 from turnlog.kafka.topics import TopicSet, warn_if_lone_replicas
 from turnlog.producers.answers import AnswerPublisher, PublishedAnswer
 from turnlog.producers.pauses import PauseRecorder
@@ -87,6 +89,21 @@ class Paused:
         return Axes.of_pause(self.pause.checkpoint)
 
 
+class TurnlogClosed(TurnlogError, RuntimeError):
+    """A call on a :class:`Turnlog` after :meth:`Turnlog.close`, which names the call.
+
+    Refused rather than served: a closed object that reopened a producer or a reader for a late
+    call would hold a client nothing closes any more (before, ``pause`` did so silently).
+    """
+
+    def __init__(self, call: str) -> None:
+        super().__init__(
+            f"{call}: this Turnlog is closed; build a new one (a client opened now would "
+            "never be closed)"
+        )
+        self.call = call
+
+
 def _json_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
@@ -104,7 +121,9 @@ class Turnlog:
                                               "fields": [{"name": "date", "type": "string"}]})
 
     Use it as ``async with Turnlog(settings) as tl:`` (or call :meth:`close`): closing stops
-    the workers it runs, the iterators it handed out and every client it opened.
+    the workers it runs, the iterators it handed out (a loop over one ends), the continuations
+    waiting in :meth:`resumed_turn` (:class:`TurnlogClosed`) and every client it opened; every
+    call after it is refused with :class:`TurnlogClosed`.
     """
 
     def __init__(
@@ -137,6 +156,9 @@ class Turnlog:
         self._workers: dict[ResumeWorker, asyncio.Task[None]] = {}
         self._worker_failure: BaseException | None = None
         self._iterators: list[ResumedTurns] = []
+        #: The reads of :meth:`resumed_turn` under way: ``close`` ends them.
+        self._continuations: set[asyncio.Future[TurnResumed | PauseExpired]] = set()
+        self._closed = False
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Turnlog:
@@ -144,6 +166,7 @@ class Turnlog:
         return cls(Settings.from_env(**overrides))
 
     async def __aenter__(self) -> Turnlog:
+        self._check_open("async with")
         return self
 
     async def __aexit__(self, exc_type: object, *exc: object) -> None:
@@ -168,6 +191,7 @@ class Turnlog:
         Readiness starts the producer only; the first read opens ``state_dir/checkpoints``, or
         the first free ``checkpoints-N`` beside it while other processes read through that one.
         """
+        self._check_open("checkpoints")
         if self._checkpoints is None:
             issuer = TokenIssuer(
                 self.keyring, issuer=self.settings.issuer, audience=self.settings.audience
@@ -198,8 +222,9 @@ class Turnlog:
         """Record the paused turn and return its token (``.token``) and axes (``.axes``).
 
         ``request`` is what was asked (JSON text, or a value that becomes JSON); the token binds
-        its hash. ``interaction`` defaults to ``checkpoint.name``; ``ttl`` (seconds or a
-        timedelta) to ``settings.token_ttl_seconds``; ``traceparent`` (W3C) to the current
+        its hash. Left out, it is the arguments the model gave the paused call.
+        ``interaction`` defaults to ``checkpoint.name``; ``ttl`` (seconds or a timedelta) to
+        ``settings.token_ttl_seconds``; ``traceparent`` (W3C) to the current
         OpenTelemetry span's, else a new trace (``.traceparent``). Everything is checked before
         Kafka: :class:`~turnlog.errors.PauseInvalid` names the field that is wrong::
 
@@ -207,6 +232,7 @@ class Turnlog:
             send_to_the_person(paused.token, paused.axes)
         No local store is opened: processes sharing one state directory all pause.
         """
+        self._check_open("pause")
         self._raise_worker_failure()
         service = self.checkpoints
         await service.ensure_ready()
@@ -216,7 +242,7 @@ class Turnlog:
         window = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
         recorded = await recorder.record(
             checkpoint,
-            request_json=_json_text({} if request is None else request),
+            request_json=None if request is None else _json_text(request),
             interaction=interaction,
             ttl=window,
             traceparent=traceparent,
@@ -256,6 +282,7 @@ class Turnlog:
         Reusing ``answer_id`` on a retry makes the retry the same fact (consumed at most once).
         ``traceparent`` is the pause's (``paused.traceparent``): the answer joins its trace.
         """
+        self._check_open("answer")
         self._raise_worker_failure()
         if self._publisher is None:
             self._publisher = AnswerPublisher(self.settings, self.verifier, topics=self.topics)
@@ -291,6 +318,7 @@ class Turnlog:
             if not result.accepted:
                 print(result.reason, result.detail)
         """
+        self._check_open("outcome")
         self._raise_worker_failure()
         thread = thread_id or self._answered.get(answer_id)
         return await read_outcome(
@@ -314,7 +342,11 @@ class Turnlog:
                     await continue_agent(turn)
 
         ``include_expired`` also yields ``PauseExpired`` (a pause that closed unanswered).
+
+        This is the loop of an agent service, over every thread's turns: a turn it passes over is
+        committed with the rest. To continue one thread, use :meth:`resumed_turn`.
         """
+        self._check_open("resumed")
         self._raise_worker_failure()
         turns = ResumedTurns(
             self.settings,
@@ -325,6 +357,88 @@ class Turnlog:
         )
         self._iterators.append(turns)
         return turns
+
+    @overload
+    async def resumed_turn(
+        self,
+        thread_id: str,
+        *,
+        token_id: str | None = ...,
+        checkpoint_id: str | None = ...,
+        since: datetime | None = ...,
+        include_expired: Literal[False] = ...,
+        timeout: float = ...,
+    ) -> TurnResumed: ...
+
+    @overload
+    async def resumed_turn(
+        self,
+        thread_id: str,
+        *,
+        token_id: str | None = ...,
+        checkpoint_id: str | None = ...,
+        since: datetime | None = ...,
+        include_expired: bool,
+        timeout: float = ...,
+    ) -> TurnResumed | PauseExpired: ...
+
+    async def resumed_turn(
+        self,
+        thread_id: str,
+        *,
+        token_id: str | None = None,
+        checkpoint_id: str | None = None,
+        since: datetime | None = None,
+        include_expired: bool = False,
+        timeout: float = 30.0,
+    ) -> TurnResumed | PauseExpired:
+        """The resumed turn of one thread -- taking nothing from any other thread, or any group::
+
+            turn = await tl.resumed_turn(paused.thread_id, token_id=paused.token_id,
+                                         since=paused.pause.occurred_at, timeout=30)
+
+        A continuation of one thread (a request handler, a one-shot script) reads the thread's
+        partition of the resumed topic, ``read_committed``, with no consumer group: it commits
+        and skips nothing, so another thread's turn beside it is still delivered to
+        :meth:`resumed`'s loop, and any number of calls for different threads wait side by side.
+
+        Which turn: ``token_id``'s (the one turn of that pause), else the thread's newest on the
+        log -- of ``checkpoint_id``, if given -- else the first to arrive. It is a read, not a
+        take: called again, it returns the same turn, and a group loop gets it too, so one
+        deployment continues a thread's turns either here or in a :meth:`resumed` loop, and a
+        continuation keyed by ``turn.token_id`` is safe to repeat. A thread that pauses again
+        passes the new pause's ``token_id``, or the previous turn is the newest. ``since`` (an
+        aware datetime, e.g. ``paused.pause.occurred_at``) starts the read at the records
+        written from then on instead of the partition's beginning: a week's retention is read
+        otherwise. ``include_expired`` returns the thread's ``PauseExpired`` too.
+
+        :class:`~turnlog.ResumedTurnTimeout` (a :class:`TimeoutError`) when no such turn came
+        within ``timeout`` seconds; :class:`TurnlogClosed` when this object closes meanwhile.
+        """
+        self._check_open("resumed_turn")
+        self._raise_worker_failure()
+        read = asyncio.ensure_future(
+            read_thread_turn(
+                self.settings,
+                self.topics,
+                thread_id,
+                token_id=token_id,
+                checkpoint_id=checkpoint_id,
+                since=since,
+                include_expired=include_expired,
+                timeout=timeout,
+            )
+        )
+        self._continuations.add(read)
+        try:
+            return await read
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if self._closed and read.cancelled() and not (task and task.cancelling()):
+                raise TurnlogClosed("resumed_turn") from None  # close() ended the read
+            raise
+        finally:
+            self._continuations.discard(read)
 
     async def run_worker(self, *, until: asyncio.Event | None = None) -> None:
         """Run a resume worker (state under ``state_dir/worker``) until ``until`` is set, this
@@ -341,16 +455,23 @@ class Turnlog:
         ``answer``, ``outcome``, ``resumed``, ``run_worker`` -- or else by :meth:`close`, so
         that it never dies unseen while answers wait for it.
         """
+        self._check_open("run_worker")
         self._raise_worker_failure()
         path = self.settings.state_dir / "worker"
         if any(not task.done() for task in self._workers.values()):
             raise RuntimeError(f"a worker of this Turnlog already uses {path}")
         detached = _is_own_task()
         try:
-            # First contact (a never-reached address fails in connect_timeout_seconds, before
-            # any client exists) and one WARNING line when a restart can lose a resume.
-            await warn_if_lone_replicas(self.settings, self.topics)
+            # The store first: a store another worker holds is refused at once, not after a
+            # wait on the broker. Then first contact (a never-reached address fails in
+            # connect_timeout_seconds, before any client exists) and one WARNING line when a
+            # restart can lose a resume.
             store = Store.open(path)
+            try:
+                await warn_if_lone_replicas(self.settings, self.topics)
+            except BaseException:
+                store.close()
+                raise
         except Exception as exc:
             self._worker_failed(exc, detached)
             raise
@@ -387,14 +508,24 @@ class Turnlog:
         if detached:
             self._worker_failure = exc
 
+    def _check_open(self, call: str) -> None:
+        if self._closed:
+            raise TurnlogClosed(call)
+
     def _raise_worker_failure(self) -> None:
         failure, self._worker_failure = self._worker_failure, None
         if failure is not None:
             raise failure
 
     async def close(self) -> None:
-        """Stop the workers, the resumed iterators and every client; then raise a worker
-        task's error that nothing raised yet (:meth:`run_worker`). Idempotent."""
+        """Stop the workers, the resumed iterators, the continuations waiting and every client;
+        then raise a worker task's error that nothing raised yet (:meth:`run_worker`).
+        Idempotent; any other call afterwards is refused (:class:`TurnlogClosed`)."""
+        self._closed = True
+        for read in list(self._continuations):
+            read.cancel()
+        if self._continuations:
+            await asyncio.wait(self._continuations)
         for worker, task in list(self._workers.items()):
             worker.request_stop()
             with contextlib.suppress(Exception, asyncio.CancelledError):
@@ -418,4 +549,4 @@ def _is_own_task() -> bool:
     return getattr(coro, "cr_code", None) is Turnlog.run_worker.__code__
 
 
-__all__ = ["AnswerOutcome", "Paused", "Turnlog"]
+__all__ = ["AnswerOutcome", "Paused", "Turnlog", "TurnlogClosed"]

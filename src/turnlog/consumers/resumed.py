@@ -9,6 +9,14 @@ callable already holds the answer: there is no way to enter the agent first and 
 A downstream worker rides out its broker: an unreachable broker is retried with backoff, logged
 once when it goes and once when it is back, and the iteration continues where it was; only an
 outage longer than ``settings.broker_timeout_seconds`` ends it, with :class:`BrokerUnavailable`.
+
+One thread's continuation -- a request handler waiting for its thread's turn, a one-shot script
+-- is :func:`read_thread_turn` instead: a group reader that skips other threads' turns commits
+them too, and they are lost to the agents that should continue them (issue 28). The thread's
+read assigns the thread's partition alone, with no group: it commits, skips and takes nothing.
+
+It is one module because the group's iterator and the thread's read are the two ways to read
+the same records, with the same decoding and the same history conversions around them.
 """
 
 from __future__ import annotations
@@ -18,18 +26,21 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from aiokafka import ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import CommitFailedError, IllegalStateError
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import CommitFailedError, ConsumerStoppedError, IllegalStateError
 from prometheus_client import CollectorRegistry
 
 from turnlog.contracts.events import AskUserAnswered, PauseExpired, TurnResumed
-from turnlog.errors import BrokerUnavailable, DecodeError
+from turnlog.errors import BrokerUnavailable, DecodeError, TurnlogError
 from turnlog.kafka import clients
 from turnlog.kafka.lifecycle import Lifecycle
+from turnlog.kafka.partitioning import check_thread_id, partition_for
 from turnlog.kafka.reader import (
     BROKER_TROUBLE,
+    NOT_AUTHORIZED,
     BrokerOutage,
     broker_reachable,
     close_consumer,
@@ -132,6 +143,14 @@ class ResumedTurns(Lifecycle):
     session) is kept and made again once the partition is back; the consumer, positioned at the
     group's older offset, then fetches turns this iterator already handed out, and those are
     passed over, so a turn is not handed out twice by one iterator.
+
+    Stopping it (:meth:`stop`, leaving ``async with``, or ``Turnlog.close()``) ends a loop over
+    it at its next step, as ``async for`` over a stopped aiokafka consumer ends: a service loop
+    in a task finishes when its ``Turnlog`` closes. A record fetched as it stops is not handed
+    out (its offset could no longer be committed), and a stopped iterator is never restarted.
+
+    It reads every thread's turns: a continuation of one thread is ``Turnlog.resumed_turn``
+    (:func:`read_thread_turn`), since a turn this loop passes over is committed all the same.
     """
 
     def __init__(
@@ -176,10 +195,11 @@ class ResumedTurns(Lifecycle):
             auto_offset_reset="earliest" if from_beginning else "latest",
         )
         self._started = False
+        self._stopped = False
 
     async def start(self) -> None:
         """Join the group, waiting out an unreachable broker (up to the outage budget)."""
-        if self._started:
+        if self._started or self._stopped:
             return
         loop = asyncio.get_running_loop()
         while True:
@@ -207,12 +227,18 @@ class ResumedTurns(Lifecycle):
                 owed = self._uncommitted
                 log.warning("resumed turns: offsets %s left uncommitted: %s", owed, exc)
         self._started = False
+        self._stopped = True
         await close_consumer(self._consumer)
 
     async def deliveries(self) -> AsyncIterator[Delivery]:
         await self.start()
-        while True:
-            record = await self._next()
+        while not self._stopped:
+            try:
+                record = await self._next()
+            except ConsumerStoppedError:
+                return
+            if self._stopped:
+                return  # stopped during the fetch: its offset can no longer be committed
             tp = TopicPartition(record.topic, record.partition)
             if record.offset < self._handled.get(tp, 0):
                 continue  # handed out and handled here before; its commit is owed, not lost
@@ -266,7 +292,7 @@ class ResumedTurns(Lifecycle):
         member held the partition and went further), which it must never be moved back from.
         """
         loop = asyncio.get_running_loop()
-        while True:
+        while not self._stopped:
             held = self._consumer.assignment()
             offsets = {tp: o for tp, o in self._uncommitted.items() if tp in held}
             if not offsets:
@@ -328,6 +354,183 @@ class ResumedTurns(Lifecycle):
     async def _events(self) -> AsyncIterator[TurnResumed | PauseExpired]:
         async for delivery in self.deliveries():
             yield delivery.event
+
+
+# -- one thread's turn -------------------------------------------------------------------------
+
+
+class ResumedTurnTimeout(TurnlogError, TimeoutError):
+    """No resumed turn of the thread (of the pause asked for) arrived within the timeout.
+
+    Also a :class:`TimeoutError`, as :meth:`Turnlog.outcome`'s is: a request handler answers
+    "not yet" to either. Nothing was taken by the wait: the turn, once resumed, is still there
+    for the next call, and for every group reader.
+    """
+
+    def __init__(self, thread_id: str, timeout: float, *, wanted: str = "", why: str = "") -> None:
+        super().__init__(
+            f"no resumed turn of thread {thread_id!r}{wanted} within {timeout:g}s: "
+            + (why or "is a worker running, and was the pause answered?")
+        )
+        self.thread_id = thread_id
+        self.timeout = timeout
+
+
+@dataclass(frozen=True, slots=True)
+class _Wanted:
+    """Which records of the thread's partition are the turn asked for."""
+
+    thread_id: str
+    token_id: str | None
+    checkpoint_id: str | None
+    include_expired: bool
+
+    def __str__(self) -> str:
+        named = [f"token {self.token_id!r}"] if self.token_id is not None else []
+        named += [f"checkpoint {self.checkpoint_id!r}"] if self.checkpoint_id is not None else []
+        return f" ({', '.join(named)})" if named else ""
+
+    def event_of(self, key: bytes | None, value: bytes | None) -> TurnResumed | PauseExpired | None:
+        """The record's event when it is one asked for. The key is the thread id: another
+        thread's record is passed over without being decoded."""
+        if value is None or (key is not None and key != self.thread_id.encode()):
+            return None
+        try:
+            event = decode(value)
+        except DecodeError:
+            return None
+        if not isinstance(event, TurnResumed | PauseExpired) or not (
+            event.thread_id == self.thread_id
+            and self.token_id in (None, event.token_id)
+            and self.checkpoint_id in (None, event.checkpoint_id)
+        ):
+            return None
+        return event
+
+
+async def read_thread_turn(
+    settings: Settings,
+    topics: TopicSet,
+    thread_id: str,
+    *,
+    token_id: str | None = None,
+    checkpoint_id: str | None = None,
+    since: datetime | None = None,
+    include_expired: bool = False,
+    timeout: float = 30.0,
+) -> TurnResumed | PauseExpired:
+    """The thread's resumed turn, read from the thread's partition alone, with no group.
+
+    Which turn: the one of ``token_id`` (one pause's, resumed at most once), else the newest of
+    the thread -- of ``checkpoint_id`` if given -- on the log when the read began, else the
+    first to arrive. ``PauseExpired`` counts only with ``include_expired``. The read starts at
+    the partition's first record written at ``since`` or later (less the deployment's clock
+    leeway, ``token_leeway_seconds``, since the worker's clock wrote the time), else at its
+    beginning: ``since`` bounds how much of the partition's retention a call reads.
+
+    Nothing is committed or taken, so a second call for the same thread returns the same turn,
+    and a group reader (:class:`ResumedTurns`) still gets every turn, this one included.
+    :class:`ResumedTurnTimeout` when nothing asked for arrived in ``timeout`` seconds,
+    :class:`BrokerUnavailable` when the broker did not answer in that time.
+    """
+    wanted = _Wanted(check_thread_id(thread_id), token_id, checkpoint_id, include_expired)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    consumer = clients.consumer(
+        settings,
+        client_id=f"turnlog-thread-turn-{uuid.uuid4().hex[:6]}",
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        # A fetch that finds nothing waits this long before the deadline is looked at again.
+        fetch_max_wait_ms=200,
+    )
+    try:
+        tp = await _thread_partition(consumer, settings, topics.resumed, wanted, deadline)
+        if tp is None:
+            why = f"there is no topic {topics.resumed} (no worker or pause has run here yet?)"
+            raise ResumedTurnTimeout(thread_id, timeout, wanted=str(wanted), why=why)
+        # The end first: a turn written between the two lookups is then at or past it, and read
+        # (taken the other way round, a lookup finding nothing sought past that turn).
+        end = (await consumer.end_offsets([tp]))[tp]
+        if since is not None:
+            leeway = timedelta(seconds=settings.token_leeway_seconds)
+            at_ms = max(0, int((since - leeway).timestamp() * 1000))
+            found_at = (await consumer.offsets_for_times({tp: at_ms}))[tp]
+            consumer.seek(tp, min(found_at.offset, end) if found_at is not None else end)
+        else:
+            await consumer.seek_to_beginning(tp)
+        newest: TurnResumed | PauseExpired | None = None
+        expired_unasked = False
+        while True:
+            if newest is not None and await consumer.position(tp) >= end:
+                return newest  # read to where the log was when the call began
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            batch = await consumer.getmany(tp, timeout_ms=max(1, int(min(left, 0.5) * 1000)))
+            for record in batch.get(tp, ()):
+                event = wanted.event_of(record.key, record.value)
+                if isinstance(event, PauseExpired) and not include_expired:
+                    expired_unasked = True
+                elif event is not None and (token_id is not None or record.offset >= end):
+                    return event  # the pause's one turn, or the first after the call began
+                elif event is not None:
+                    newest = event
+        if newest is not None:
+            why = "the partition's records up to the read's start took longer than that"
+            raise ResumedTurnTimeout(thread_id, timeout, wanted=str(wanted), why=why)
+        if not await broker_reachable(consumer, 1.0):
+            raise BrokerUnavailable(
+                f"resumed turn of thread {thread_id!r}: no answer from "
+                f"{settings.bootstrap_servers} within {timeout:g}s"
+            )
+        why = "its pause expired unanswered (include_expired=True returns the expiry)"
+        raise ResumedTurnTimeout(
+            thread_id, timeout, wanted=str(wanted), why=why if expired_unasked else ""
+        )
+    finally:
+        await close_consumer(consumer)
+
+
+async def _thread_partition(
+    consumer: AIOKafkaConsumer, settings: Settings, topic: str, wanted: _Wanted, deadline: float
+) -> TopicPartition | None:
+    """Connect and assign the thread's partition of ``topic`` -- waiting, up to the deadline,
+    for a broker that does not answer yet or a topic not created yet (a continuation may begin
+    waiting before the deployment's first pause). ``None``: the topic never appeared."""
+    loop = asyncio.get_running_loop()
+    started = False
+    last: BaseException | None = None
+    while loop.time() < deadline:
+        try:
+            if not started:
+                await asyncio.wait_for(consumer.start(), max(0.1, deadline - loop.time()))
+                started = True
+            partitions = consumer.partitions_for_topic(topic)
+            if not partitions:  # ask the broker again: the topic may have been created since
+                await broker_reachable(consumer, max(0.1, deadline - loop.time()))
+                partitions = consumer.partitions_for_topic(topic)
+            if partitions:
+                tp = TopicPartition(topic, partition_for(wanted.thread_id, len(partitions)))
+                consumer.assign([tp])
+                return tp
+        except NOT_AUTHORIZED:
+            raise
+        except BROKER_TROUBLE as exc:
+            last = exc
+        await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
+    if not started:
+        raise BrokerUnavailable(
+            f"resumed turn of thread {wanted.thread_id!r}: {settings.bootstrap_servers} not "
+            f"reached before the deadline{_last_error(last)}"
+        )
+    return None
+
+
+def _last_error(exc: BaseException | None) -> str:
+    return "" if exc is None else f"; last error: {type(exc).__name__}: {exc}"
 
 
 # -- continuing a resumed turn -----------------------------------------------------------------

@@ -305,21 +305,27 @@ class PauseRecorder:
     def _window(self, ttl: timedelta | None) -> timedelta:
         window = ttl if ttl is not None else timedelta(seconds=self.settings.token_ttl_seconds)
         if not isinstance(window, timedelta) or window < timedelta(seconds=1):
-            raise PauseInvalid(
-                "ttl", f"a pause's window must be at least one second, got {window!r}"
+            got = (  # in seconds: the repr of -5 s is timedelta(days=-1, seconds=86395)
+                f"{window.total_seconds():f}".rstrip("0").rstrip(".") + " seconds"
+                if isinstance(window, timedelta)
+                else repr(window)
             )
+            raise PauseInvalid("ttl", f"a pause's window must be at least one second, got {got}")
         return window
 
     def prepare(
         self,
         checkpoint: TurnCheckpoint,
         *,
-        request_json: str,
+        request_json: str | None = None,
         interaction: str | None = None,
         ttl: timedelta | None = None,
     ) -> tuple[PauseRecorded, bytes, bytes]:
         """The pause, its key and its encoded value -- or :class:`PauseInvalid`. No I/O."""
         check_checkpoint(checkpoint)
+        given = request_json is not None
+        if request_json is None:  # what the model asked: the paused call's own arguments
+            request_json = checkpoint.call_arguments() or "{}"
         if not isinstance(request_json, str):
             raise PauseInvalid("request_json", "must be JSON text")
         try:
@@ -335,7 +341,8 @@ class PauseRecorder:
         # A request the interaction could bind no answer to would refuse every answer: no token.
         problem = self._interactions.get(name).request_problem(request_json)
         if problem is not None:
-            raise PauseInvalid("request_json", f"{name} cannot ask it: {problem}")
+            whose = "" if given else f" (none given: call {checkpoint.tool_call_id}'s arguments)"
+            raise PauseInvalid("request_json", f"{name} cannot ask it{whose}: {problem}")
         window = self._window(ttl)
         # Tokens carry whole seconds; the recorded window must be the token's own.
         issued_at = self._clock().replace(microsecond=0)
@@ -373,7 +380,7 @@ class PauseRecorder:
         self,
         checkpoint: TurnCheckpoint,
         *,
-        request_json: str,
+        request_json: str | None = None,
         interaction: str | None = None,
         ttl: timedelta | None = None,
         traceparent: str | tracing.TraceParent | None = None,
