@@ -15,9 +15,14 @@ The whole tree (the CLI's exit code for each in brackets)::
     ├── DecodeError               bytes from outside that are not a turnlog value           [1]
     ├── TopicMismatch             an existing topic contradicts the topic set               [1]
     ├── StoreError                the local store disagrees with the log                    [1]
+    │   └── StoreLocked           the store is open read-write by another process, named    [1]
+    │                             (turnlog.projections.store)
     ├── DeliveryFailed            records the broker did not take (forget's tombstones)     [1]
     ├── BrokerUnavailable         Kafka unreachable for longer than the outage budget, or   [4]
     │                             never reached within the first-contact budget
+    ├── ResumedTurnTimeout        no resumed turn of the thread in time; a TimeoutError too
+    │                             (turnlog.consumers.resumed, ``Turnlog.resumed_turn``)
+    ├── TurnlogClosed             a call on a closed ``Turnlog``, named (turnlog.api)
     └── DemoFailed                the demo's end-to-end story did not hold (turnlog.cli.demo) [1]
 
 Not turnlog's own: aiokafka's authorization and authentication errors
