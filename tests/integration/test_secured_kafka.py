@@ -8,22 +8,25 @@ import asyncio
 import dataclasses
 import subprocess
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from aiokafka.errors import TopicAuthorizationFailedError
+from aiokafka.errors import SaslAuthenticationFailed, TopicAuthorizationFailedError
 
 from tests.brokers import SecureBroker
 from tests.conftest import Names
 from tests.deployment import ANSWER, REQUEST, axes, make_deployment, sample_checkpoint
 from tests.integration.worker_support import running_worker
 from tests.kafka_helpers import eventually
+from turnlog.api import Turnlog
 from turnlog.audit import Auditor
 from turnlog.consumers.resumed import ResumedTurns
 from turnlog.contracts.events import TurnResumed
 from turnlog.kafka import clients
 from turnlog.kafka.acls import role_acls
 from turnlog.kafka.reader import LogReader
+from turnlog.kafka.security import Secret
 from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics
 from turnlog.producers.answers import AnswerPublisher
 from turnlog.producers.pauses import PauseRecorder
@@ -156,3 +159,32 @@ async def test_the_whole_flow_with_least_privilege_acls(
             await producer.send_and_wait(TopicSet.from_settings(base).resumed, b"forged", key=b"t")
     finally:
         await producer.stop()
+
+
+async def test_a_library_caller_with_a_wrong_password_is_told_at_once(
+    secure_broker: SecureBroker, names: Names, tmp_path: Path
+) -> None:
+    """aiokafka reports a refused SASL handshake only as a failed bootstrap, which the library
+    would wait out as an outage for the whole budget (60 s here): every first call says it at
+    once, as the CLI does, with aiokafka's own SaslAuthenticationFailed."""
+    broker = secure_broker
+    dep = make_deployment(broker.bootstrap, names.prefix, names.app, tmp_path / "s", partitions=2)
+    good = broker.security("admin")
+    wrong = dataclasses.replace(good, password=Secret("not-the-password"))
+    settings = dep.settings.with_(kafka=wrong, broker_timeout_seconds=60.0)
+    async with Turnlog(dep.settings.with_(kafka=good), keyring=dep.keyring) as tl:
+        paused = await tl.pause(sample_checkpoint("wrong-pw"), request=REQUEST)
+    loop = asyncio.get_running_loop()
+    calls: dict[str, Callable[[Turnlog], Awaitable[object]]] = {
+        "pause": lambda tl: tl.pause(sample_checkpoint("wrong-pw-2"), request=REQUEST),
+        "answer": lambda tl: tl.answer(paused.token, ANSWER, **paused.axes),
+        "run_worker": lambda tl: tl.run_worker(),
+        "resumed_turn": lambda tl: tl.resumed_turn("wrong-pw", timeout=50),
+    }
+    for name, call in calls.items():
+        async with Turnlog(settings, keyring=dep.keyring) as tl:
+            started = loop.time()
+            with pytest.raises(SaslAuthenticationFailed):
+                async with asyncio.timeout(40):  # in this task: run_worker raises to its caller
+                    await call(tl)
+            assert loop.time() - started < 30, name  # no wait-out of the 60 s budget

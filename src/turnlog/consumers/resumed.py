@@ -519,6 +519,10 @@ async def _thread_partition(
         except NOT_AUTHORIZED:
             raise
         except BROKER_TROUBLE as exc:
+            if last is None:  # a refused login reads as "Unable to bootstrap": say which it is
+                await clients.check_credentials(
+                    settings, timeout=max(0.1, min(10.0, deadline - loop.time()))
+                )
             last = exc
         await asyncio.sleep(min(0.5, max(0.0, deadline - loop.time())))
     if not started:
