@@ -12,9 +12,12 @@ error that names neither the setting nor the value.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import math
 import os
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -70,6 +73,59 @@ _BOOLS: Final = ("create_topics",)
 _SECONDS: Final = ("broker_timeout_seconds", "connect_timeout_seconds")
 # Kafka's legal topic-name characters; the prefix leaves room for the longest suffix.
 _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]{1,200}")
+#: What a topic prefix ends in: the prefix is joined to ``pauses``, ``answers``, ... as it is.
+PREFIX_ENDINGS: Final = (".", "-", "_")
+
+#: ``TURNLOG_*`` variables read elsewhere than these settings (keys, logs, metrics, notifier,
+#: the compiled modules): never taken for a misspelling of a setting.
+OTHER_VARIABLES: Final = frozenset(
+    {
+        "TURNLOG_SIGNING_KID",
+        "TURNLOG_SIGNING_KEY_PEM",
+        "TURNLOG_INSTANCE_ID",
+        "TURNLOG_LOG_LEVEL",
+        "TURNLOG_LOG_FORMAT",
+        "TURNLOG_METRICS_PORT",
+        "TURNLOG_INBOX_URL",
+        "TURNLOG_PURE_PYTHON",
+        "TURNLOG_NATIVE_SOURCE",
+    }
+)
+#: Families of variables with their own readers (``kafka/security.py``, the notifier).
+_OTHER_FAMILIES: Final = ("TURNLOG_KAFKA_", "TURNLOG_NOTIFY_", "TURNLOG_INBOX_", "TURNLOG_HS")
+
+
+class SettingWarning(UserWarning):
+    """A ``TURNLOG_*`` variable that no setting reads but is one letter or two from one that
+    does: a typo would otherwise be ignored in silence and the default used instead."""
+
+
+def misspelled(env: Mapping[str, str]) -> list[str]:
+    """One line for each ``TURNLOG_*`` variable in ``env`` that nothing reads and that is close
+    to a setting's variable (``TURNLOG_PARTITONS``: did you mean ``TURNLOG_PARTITIONS``?)."""
+    known = set(ENV.values())
+    lines = []
+    for name in sorted(env):
+        if not name.startswith("TURNLOG_") or name in known or name in OTHER_VARIABLES:
+            continue
+        if name.startswith(_OTHER_FAMILIES):
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.85)
+        if close:
+            lines.append(
+                f"{name} is not a turnlog setting and is ignored; did you mean {close[0]}?"
+            )
+    return lines
+
+
+def _no_field(unknown: set[str] | list[str]) -> str:
+    """What ``Settings`` says of keywords that are not its fields, with the closest field."""
+    known = sorted(f.name for f in fields(Settings))
+    said = []
+    for name in sorted(unknown):
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        said.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return f"Settings has no field(s) {', '.join(said)}"
 
 
 def problem(name: str, value: object) -> str | None:
@@ -94,6 +150,12 @@ def problem(name: str, value: object) -> str | None:
                 return str(exc)
         if name == "topic_prefix" and not _TOPIC_CHARS.fullmatch(value):
             return "a topic prefix is 1-200 of the letters, digits, '.', '_' and '-' Kafka allows"
+        if name == "topic_prefix" and not value.endswith(PREFIX_ENDINGS):
+            return (
+                f"a topic prefix ends in '.', '-' or '_': it is put before each topic's name as "
+                f"it is, so this one would name the topics {value}pauses, {value}answers, ... "
+                f"(did you mean {value + '.'!r}?)"
+            )
     elif name in _PATHS and not isinstance(value, Path):
         return "must be a path"
     elif name in _BOOLS and not isinstance(value, bool):
@@ -240,7 +302,9 @@ class Settings:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(overrides) - known)
         if unknown:
-            raise TypeError(f"Settings has no field(s) {', '.join(unknown)}")
+            raise TypeError(_no_field(unknown))
+        for line in misspelled(e):
+            warnings.warn(SettingWarning(line), stacklevel=2)
         values: dict[str, Any] = {}
         security = overrides.get("kafka") or KafkaSecurity.from_env(e, config_file=kafka_config)
         values["kafka"] = security
@@ -287,3 +351,18 @@ class Settings:
     def with_(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied, checked like any other value."""
         return replace(self, **changes)
+
+
+_dataclass_init = Settings.__init__
+
+
+@functools.wraps(_dataclass_init)
+def _init(self: Settings, *args: Any, **kwargs: Any) -> None:
+    # A keyword that is no field says which field was meant, not only "unexpected keyword".
+    unknown = set(kwargs) - {f.name for f in fields(Settings)}
+    if unknown:
+        raise TypeError(_no_field(unknown))
+    _dataclass_init(self, *args, **kwargs)
+
+
+setattr(Settings, "__init__", _init)  # noqa: B010 -- a method cannot be assigned otherwise

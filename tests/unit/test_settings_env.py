@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
 from turnlog.errors import SettingError, TurnlogError
-from turnlog.settings import Settings
+from turnlog.settings import Settings, SettingWarning, misspelled
 
 NOT_NUMBERS = [
     ("TURNLOG_PARTITIONS", "three"),
@@ -110,3 +111,53 @@ def test_an_override_wins_over_a_bad_variable_only_when_given() -> None:
     assert Settings.from_env(env, partitions=2).partitions == 2
     with pytest.raises(SettingError, match="TURNLOG_PARTITIONS"):
         Settings.from_env(env, partitions=None)
+
+
+@pytest.mark.parametrize(
+    ("typo", "meant"),
+    [
+        ("TURNLOG_BOOTSTRAP_SERVER", "TURNLOG_BOOTSTRAP_SERVERS"),
+        ("TURNLOG_PARTITONS", "TURNLOG_PARTITIONS"),
+        ("TURNLOG_TOKEN_TTL_SECOND", "TURNLOG_TOKEN_TTL_SECONDS"),
+    ],
+)
+def test_a_misspelled_variable_is_warned_of_with_the_one_meant(typo: str, meant: str) -> None:
+    with pytest.warns(SettingWarning) as caught:
+        Settings.from_env({typo: "3"})
+    (warned,) = caught
+    assert str(warned.message) == (
+        f"{typo} is not a turnlog setting and is ignored; did you mean {meant}?"
+    )
+
+
+def test_variables_other_readers_own_are_not_taken_for_typos() -> None:
+    env = {
+        "TURNLOG_BOOTSTRAP_SERVERS": "127.0.0.1:9092",
+        "TURNLOG_KAFKA_SASL_USERNAME": "u",
+        "TURNLOG_LOG_LEVEL": "debug",
+        "TURNLOG_INSTANCE_ID": "w1",
+        "TURNLOG_SIGNING_KID": "k1",
+        "TURNLOG_NOTIFY_URLS": "https://example.org/hook",
+        "TURNLOG_SOMETHING_ELSE": "x",
+    }
+    assert misspelled(env) == []
+
+
+def test_a_keyword_that_is_no_field_names_the_field_meant() -> None:
+    meant = "broker_timeout (did you mean broker_timeout_seconds?)"
+    with pytest.raises(TypeError, match=re.escape(meant)):
+        Settings(broker_timeout=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=re.escape(meant)):
+        Settings.from_env({}, broker_timeout=3)
+    with pytest.raises(TypeError, match=re.escape(meant)):
+        Settings().with_(broker_timeout=3)
+
+
+@pytest.mark.parametrize("prefix", ["newuser", "team.turnlog"])
+def test_a_prefix_without_a_separator_is_refused_saying_what_it_would_name(prefix: str) -> None:
+    with pytest.raises(SettingError) as refused:
+        Settings.from_env({"TURNLOG_TOPIC_PREFIX": prefix})
+    assert refused.value.name == "TURNLOG_TOPIC_PREFIX"
+    assert f"{prefix}pauses" in str(refused.value) and f"{prefix + '.'!r}" in str(refused.value)
+    for fine in (f"{prefix}.", f"{prefix}-", f"{prefix}_"):
+        assert Settings(topic_prefix=fine).topic_prefix == fine
