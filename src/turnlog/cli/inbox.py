@@ -9,9 +9,10 @@ this: it sets up its own paused turns, keys and viewer on the local broker.
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -49,6 +50,31 @@ ViewerIssuerOpt = Annotated[
     str, typer.Option("--viewer-issuer", help="The iss and aud of viewer tokens.")
 ]
 
+
+#: The ``--oidc-*`` options: sign-in from the team's OpenID Connect provider (see
+#: :mod:`turnlog.inbox.oidc_config`); each falls back to its ``TURNLOG_INBOX_OIDC_*`` variable.
+OIDC_OPTIONS = {
+    "issuer": ("The provider's issuer URL; sets provider sign-in up", "URL"),
+    "client_id": ("This inbox's client id at the provider (the browser sign-in)", "ID"),
+    "client_secret_file": ("A file holding the client secret (a confidential client)", "FILE"),
+    "audience": ("Audiences an access token may name besides the client id", "AUD"),
+    "scopes_claim": ("The claim (or path, a.b) whose values give scopes; default groups", "CLAIM"),
+    "scope_map": ('JSON: claim value to scopes, {"group": ["scope_hash"], "ops": "*"}', "JSON"),
+    "jwks_file": ("The provider's keys from this JWKS file instead of its discovery", "FILE"),
+    "redirect_base": ("The inbox's public URL; <URL>/login/callback is the redirect URI", "URL"),
+    "name": ("What the button says: Sign in with NAME (default: the issuer's host)", "NAME"),
+}
+
+
+def _oidc(key: str) -> Any:
+    """The option ``--oidc-<key>``, its help saying its ``TURNLOG_INBOX_OIDC_*`` variable."""
+    words, metavar = OIDC_OPTIONS[key]
+    env = f"TURNLOG_INBOX_OIDC_{key.upper()}"
+    return typer.Option(
+        "--oidc-" + key.replace("_", "-"), metavar=metavar, help=f"{words} (env {env})."
+    )
+
+
 _EXTRA_MODULES = ("starlette", "uvicorn", "jinja2", "multipart")
 
 EXTRA_MISSING = "the inbox needs the 'inbox' extra: pip install 'turnlog[inbox]'"
@@ -79,6 +105,15 @@ def inbox(
     broker_timeout: BrokerTimeoutOpt = None,
     log_level: LogLevelOpt = None,
     log_format: LogFormatOpt = None,
+    oidc_issuer: Annotated[str | None, _oidc("issuer")] = None,
+    oidc_client_id: Annotated[str | None, _oidc("client_id")] = None,
+    oidc_client_secret_file: Annotated[str | None, _oidc("client_secret_file")] = None,
+    oidc_audience: Annotated[str | None, _oidc("audience")] = None,
+    oidc_scopes_claim: Annotated[str | None, _oidc("scopes_claim")] = None,
+    oidc_scope_map: Annotated[str | None, _oidc("scope_map")] = None,
+    oidc_jwks_file: Annotated[str | None, _oidc("jwks_file")] = None,
+    oidc_redirect_base: Annotated[str | None, _oidc("redirect_base")] = None,
+    oidc_name: Annotated[str | None, _oidc("name")] = None,
 ) -> None:
     """Serve the inbox until Ctrl-C (beside `turnlog project`, which keeps its projection)."""
     if ctx.invoked_subcommand is not None:
@@ -96,6 +131,17 @@ def inbox(
         broker_timeout=broker_timeout,
         log_level=log_level,
         log_format=log_format,
+        oidc={
+            "issuer": oidc_issuer,
+            "client_id": oidc_client_id,
+            "client_secret_file": oidc_client_secret_file,
+            "audience": oidc_audience,
+            "scopes_claim": oidc_scopes_claim,
+            "scope_map": oidc_scope_map,
+            "jwks_file": oidc_jwks_file,
+            "redirect_base": oidc_redirect_base,
+            "name": oidc_name,
+        },
     )
 
 
@@ -111,6 +157,7 @@ async def _serve(
     broker_timeout: float | None,
     log_level: str | None,
     log_format: str | None,
+    oidc: dict[str, str | None],
 ) -> None:
     interrupts = Interrupts()
     setup_logs(ctx, log_level, log_format)
@@ -126,22 +173,38 @@ async def _serve(
         return
     from turnlog.api import Turnlog
     from turnlog.cli.common import keyring, projection_dir
+    from turnlog.errors import ConfigurationError
     from turnlog.inbox.app import create_app
     from turnlog.inbox.auth import ViewerTokens, viewer_keyring
+    from turnlog.inbox.oidc import ProviderRefused
+    from turnlog.inbox.oidc_config import build
+    from turnlog.inbox.oidc_flow import Provider
     from turnlog.inbox.server import InboxServer
     from turnlog.inbox.service import InboxService
 
     settings = state.settings
-    viewers = ViewerTokens(
-        viewer_keyring(_viewer_dir(state, viewer_keys)),
-        issuer=viewer_issuer,
-        audience=viewer_issuer,
-    )
+    try:
+        config = build(os.environ, **oidc)
+    except ConfigurationError as exc:
+        raise fail(str(exc), EXIT_USAGE) from None
+    directory = _viewer_dir(state, viewer_keys)
+    viewers = None  # with a provider and no viewer keys: provider sign-in alone
+    if config is None or (directory.is_dir() and any(directory.glob("*.pem"))):
+        viewers = ViewerTokens(
+            viewer_keyring(directory), issuer=viewer_issuer, audience=viewer_issuer
+        )
+    provider = Provider(config) if config is not None else None
+    if provider is not None:
+        try:
+            await provider.discover()
+        except ProviderRefused as exc:  # tried again at the first sign-in
+            err.print(f"warning: {provider.config.issuer}: {exc}", soft_wrap=True)
     async with (
         Turnlog(settings, keyring=keyring(settings)) as tl,
         InboxService(tl, projection_dir(settings)) as service,
     ):
-        server = InboxServer(create_app(service, viewers), host, port)
+        app = create_app(service, viewers or (lambda _: None), provider=provider)
+        server = InboxServer(app, host, port)
         await server.start()
         err.print(
             f"inbox on {server.url}/ reading {projection_dir(settings)}; Ctrl-C stops",

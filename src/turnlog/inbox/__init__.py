@@ -11,6 +11,9 @@ pre-checked path (:meth:`turnlog.Turnlog.answer`).
 - :mod:`~turnlog.inbox.forms`: a submitted form into an interaction's response, and refusals
   into plain words;
 - :mod:`~turnlog.inbox.service`: the store follower, the answer path, the outcome watch;
+- :mod:`~turnlog.inbox.oidc`, :mod:`~turnlog.inbox.oidc_config`, :mod:`~turnlog.inbox.oidc_flow`:
+  sign-in from the team's OpenID Connect provider (its tokens verified through its keys, claims
+  mapped to scopes, the browser's code flow with PKCE);
 - :mod:`~turnlog.inbox.app`: the ASGI app (routes, security headers);
 - :mod:`~turnlog.inbox.server`: uvicorn inside a running loop, on a socket bound first;
 - :mod:`~turnlog.inbox.demo`: a local inbox with a few paused turns, for a newcomer.

@@ -8,6 +8,9 @@ parsed, :class:`BodyLimit`):
   ``SameSite=Strict`` session cookie out (a ``Bearer`` header works without logging in). The
   sign-in form is bound to the pre-login cookie whatever session cookie is left, so a person
   whose session expired signs in again; a stale session signs out without its form;
+- ``GET /login/provider``, ``GET /login/callback``: with a provider (``create_app(provider=)``),
+  the browser sign-in at the team's OpenID Connect provider (:mod:`~turnlog.inbox.oidc_flow`),
+  ending in the same session; its tokens in a ``Bearer`` header work too;
 - ``GET /`` the pending pauses the viewer may answer (``?interaction=``, ``?thread=``), and
   ``GET /rows`` the same rows alone, which the page fetches when ``GET /events`` (server-sent
   events: the ids pending for this viewer, at every change) says the list moved; a stream ends
@@ -52,6 +55,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from turnlog.errors import TurnlogError
 from turnlog.inbox.auth import Csrf, SignOuts, Viewer, ViewerVerifier
 from turnlog.inbox.forms import FormProblem
+from turnlog.inbox.oidc import first_of
+from turnlog.inbox.oidc_flow import KeyRefresh, Provider, SignInFlow
 from turnlog.inbox.service import Closed, InboxService
 from turnlog.inbox.views import clip, duration, pending_for, visible
 
@@ -190,13 +195,16 @@ def create_app(
     heartbeat_seconds: float = 10.0,
     sign_in_bytes: int = SIGN_IN_BYTES,
     answer_bytes: int | None = None,
+    provider: Provider | None = None,
 ) -> Starlette:
-    """The inbox over ``service``; ``verify_viewer`` turns a credential into a viewer.
+    """The inbox over ``service``; ``verify_viewer`` turns a credential into a viewer, and so
+    does ``provider`` (the team's OpenID Connect provider: its tokens, and its browser sign-in).
 
     ``sign_in_bytes`` bounds every request body but an answer's, ``answer_bytes`` an answer's
     (by default the deployment's ``max_record_bytes``: an answer never publishes more)."""
     limit = answer_bytes if answer_bytes is not None else service.tl.settings.max_record_bytes
-    pages = _Pages(service, verify_viewer, csrf or Csrf(), heartbeat_seconds)
+    verify = verify_viewer if provider is None else first_of(verify_viewer, provider.verifier)
+    pages = _Pages(service, verify, csrf or Csrf(), heartbeat_seconds)
 
     def limit_for(method: str, path: str) -> tuple[int, str]:
         if method == "POST" and path.startswith("/pause/") and path.endswith("/answer"):
@@ -216,7 +224,16 @@ def create_app(
         Route("/answers/{answer_id}", pages.outcome),
         Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
     ]
+    if provider is not None and provider.config.client_id:  # else its Bearer tokens alone
+        pages.provider_name = provider.config.shown_name
+        flow = SignInFlow(provider, pages.login_refused, pages.provider_signed_in)
+        routes[5:5] = [
+            Route("/login/provider", flow.start),
+            Route("/login/callback", flow.callback),
+        ]
     app = Starlette(routes=routes)
+    if provider is not None:
+        app.add_middleware(KeyRefresh, provider=provider, session_cookie=SESSION)
     app.add_middleware(BodyLimit, limit_for=limit_for, refuse=pages.refuse_scope)
     app.add_middleware(SecurityHeaders)  # outermost: a refusal of BodyLimit carries them too
     return app
@@ -280,6 +297,7 @@ class _Pages:
         self.heartbeat = heartbeat
         self.sign_outs = SignOuts(service.clock)
         self.templates = Jinja2Templates(env=_environment())
+        self.provider_name = ""  # "Sign in with <name>" when a provider is configured
 
     # -- who is asking ----------------------------------------------------------------------------
 
@@ -374,6 +392,7 @@ class _Pages:
         """The sign-in form, bound to the pre-login cookie (set here when there is none)."""
         anon = request.cookies.get(ANON) or secrets.token_urlsafe(24)
         context = {"viewer": None, "csrf": self.csrf.token(anon), "error": error}
+        context["provider"] = self.provider_name
         page = self.templates.TemplateResponse(request, "login.html", context, status_code=status)
         page.set_cookie(ANON, anon, httponly=True, samesite="strict", path="/")
         if self._stale_cookie(request):
@@ -398,17 +417,29 @@ class _Pages:
         if viewer is None:
             words = "That token is not valid here (wrong key, issuer or expired)."
             return self._login_page(request, words, status=401)
-        self.sign_outs.sign_in(token)
-        done = RedirectResponse("/", status_code=303)
+        return self._start_session(request, token, RedirectResponse("/", status_code=303))
+
+    def _start_session(self, request: Request, credential: str, done: Response) -> Response:
+        """The session of a verified credential: off the sign-out list, in the cookie."""
+        self.sign_outs.sign_in(credential)
         done.set_cookie(
             SESSION,
-            token,
+            credential,
             httponly=True,
             samesite="strict",
             secure=request.url.scheme == "https",
             path="/",
         )
         return done
+
+    def login_refused(self, request: Request, status: int, words: str) -> Response:
+        """A provider sign-in refused: the sign-in page, saying why in one line."""
+        return self._login_page(request, words, status)
+
+    def provider_signed_in(self, request: Request, credential: str) -> Response:
+        """The session of a provider sign-in, on a page that moves on to ``/`` by itself."""
+        page = self.templates.TemplateResponse(request, "signed_in.html", {"viewer": None})
+        return self._start_session(request, credential, page)
 
     async def logout(self, request: Request) -> Response:
         """Signs the session out here and on the server (its streams end at once). A stale
