@@ -390,6 +390,21 @@ class SecureBroker:
     def log_tail(self, lines: int = 60) -> str:
         return _tail(self.dir / "server.log", lines)
 
+    @property
+    def mtls_bootstrap(self) -> str:
+        """The mutual-TLS listener: a client certificate of the test CA, its CN the principal."""
+        return f"{HOST}:{self.port + 2}"
+
+    def mtls_security(self, user: str) -> KafkaSecurity:
+        tls = self.dir / "tls"
+        return KafkaSecurity(
+            protocol="SSL",
+            ca_file=self.ca_file,
+            cert_file=tls / f"client-{user}.crt",
+            key_file=tls / f"client-{user}.key",
+            source=f"test certificate of {user}",
+        )
+
     def properties(self, user: str, path: Path) -> Path:
         """A Java client.properties for ``user`` (what the cluster's Java tools would use)."""
         path.write_text(
@@ -512,7 +527,7 @@ SECURE_USERS = ("publisher", "agent", "worker", "reader", "projector", "auditor"
 @pytest.fixture
 async def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[SecureBroker]:
     """A SASL_SSL broker with ACLs of this test alone, started; stopped at the end."""
-    broker = SecureBroker(tmp_path_factory.mktemp("secure-kafka"), free_ports(2), SECURE_USERS)
+    broker = SecureBroker(tmp_path_factory.mktemp("secure-kafka"), free_ports(3), SECURE_USERS)
     try:
         await broker.start()
         yield broker

@@ -11,7 +11,9 @@
 #                                  a throw-away CA and server certificate made at start (PEM,
 #                                  in <data>/secure/tls), SCRAM users created when the storage
 #                                  is formatted, StandardAuthorizer on (no ACL: denied), super
-#                                  user "admin"; <data>/secure/admin.properties connects as it
+#                                  user "admin"; <data>/secure/admin.properties connects as it;
+#                                  a mutual-TLS listener on port+2 (client-USER.crt/.key per
+#                                  user in <data>/secure/tls, principal User:USER from the CN)
 #   kafka.sh acls FILE             create the ACLs of FILE on the secured node, as admin (one
 #                                  "principal operation resource-type name pattern-type" a line:
 #                                  what `turnlog acls --plain` prints)
@@ -408,19 +410,43 @@ make_tls() {
   )
 }
 
+# client_certs DIR USER...: a client certificate (CN=USER, signed by DIR's CA) and its key per
+# user, for the mutual-TLS listener (its principal is the CN: User:USER, as with SCRAM)
+client_certs() {
+  local dir=$1 user
+  shift
+  for user in "$@"; do
+    [ -f "$dir/client-$user.crt" ] && continue
+    (
+      cd "$dir"
+      openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "client-$user.key" 2>/dev/null
+      openssl req -new -key "client-$user.key" -out "client-$user.csr" -subj "/CN=$user" 2>/dev/null
+      echo "extendedKeyUsage=clientAuth" >"client-$user.ext"
+      openssl x509 -req -in "client-$user.csr" -CA ca.pem -CAkey ca.key -CAcreateserial \
+        -out "client-$user.crt" -days 2 -extfile "client-$user.ext" 2>/dev/null
+      rm -f "client-$user.csr" "client-$user.ext"
+    )
+  done
+}
+
 secure() { # start|stop|status
-  local name=secure kport=$((port + 1)) dir="$data/secure"
+  local name=secure kport=$((port + 1)) mport=$((port + 2)) dir="$data/secure"
   local admin_password=${KAFKA_LOCAL_ADMIN_PASSWORD:-admin-secret}
   case $1 in
     start)
       fetch
       node_config $name 1 "$port" "$kport" "1@$host:$kport" 1 1
       make_tls "$dir/tls"
-      # The client listener is SASL_SSL; the controller listener stays PLAINTEXT on its own port
-      # (the node's principal there is ANONYMOUS, hence a super user beside admin).
-      sed -i -e "s|^listeners=.*|listeners=SASL_SSL://$host:$port,CONTROLLER://$host:$kport|" \
-        -e "s|^advertised.listeners=.*|advertised.listeners=SASL_SSL://$host:$port|" \
-        -e "s|^listener.security.protocol.map=.*|listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT|" \
+      local u names=(admin)
+      for u in ${KAFKA_LOCAL_USERS:-}; do names+=("${u%%:*}"); done
+      client_certs "$dir/tls" "${names[@]}"
+      # The client listeners are SASL_SSL and, on the port after the controller's, mutual TLS
+      # (MTLS: a client certificate required, its CN the principal); the controller listener
+      # stays PLAINTEXT on its own port (the node's principal there is ANONYMOUS, hence a super
+      # user beside admin).
+      sed -i -e "s|^listeners=.*|listeners=SASL_SSL://$host:$port,MTLS://$host:$mport,CONTROLLER://$host:$kport|" \
+        -e "s|^advertised.listeners=.*|advertised.listeners=SASL_SSL://$host:$port,MTLS://$host:$mport|" \
+        -e "s|^listener.security.protocol.map=.*|listener.security.protocol.map=SASL_SSL:SASL_SSL,MTLS:SSL,CONTROLLER:PLAINTEXT|" \
         -e "s|^inter.broker.listener.name=.*|inter.broker.listener.name=SASL_SSL|" \
         "$dir/server.properties"
       cat >>"$dir/server.properties" <<EOF
@@ -433,6 +459,8 @@ ssl.keystore.location=$dir/tls/server-keystore.pem
 ssl.truststore.type=PEM
 ssl.truststore.location=$dir/tls/ca.pem
 ssl.client.auth=none
+listener.name.mtls.ssl.client.auth=required
+ssl.principal.mapping.rules=RULE:^CN=([^,]+)\$/\$1/,DEFAULT
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 allow.everyone.if.no.acl.found=false
 super.users=User:admin;User:ANONYMOUS
@@ -464,7 +492,7 @@ EOF
     stop) stop_node $name ;;
     status)
       if is_running "$dir"; then
-        echo "running: pid $(cat "$dir/kafka.pid"), SASL_SSL bootstrap $host:$port, CA $dir/tls/ca.pem, admin config $dir/admin.properties"
+        echo "running: pid $(cat "$dir/kafka.pid"), SASL_SSL bootstrap $host:$port, mutual TLS $host:$mport (client-USER.crt/.key), CA $dir/tls/ca.pem, admin config $dir/admin.properties"
       else
         echo "stopped"
         return 3

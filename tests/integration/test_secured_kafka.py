@@ -12,7 +12,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from aiokafka.errors import SaslAuthenticationFailed, TopicAuthorizationFailedError
+from aiokafka.errors import (
+    AuthenticationFailedError,
+    SaslAuthenticationFailed,
+    TopicAuthorizationFailedError,
+)
 
 from tests.brokers import SecureBroker
 from tests.conftest import Names
@@ -188,3 +192,115 @@ async def test_a_library_caller_with_a_wrong_password_is_told_at_once(
                 async with asyncio.timeout(40):  # in this task: run_worker raises to its caller
                     await call(tl)
             assert loop.time() - started < 30, name  # no wait-out of the 60 s budget
+
+
+async def test_the_whole_flow_over_mutual_tls_as_certificate_principals(
+    secure_broker: SecureBroker, names: Names, tmp_path: Path
+) -> None:
+    """The node's mutual-TLS listener: each role connects with a client certificate of its own
+    (``ssl.keystore.location`` and ``ssl.key.location`` as a Java client sets them), the broker
+    maps the certificate's CN to the principal, and the same least-privilege ACLs apply."""
+    broker = secure_broker
+    dep = make_deployment(
+        broker.mtls_bootstrap, names.prefix, names.app, tmp_path / "s", partitions=2
+    )
+    base = dep.settings.with_(create_topics=False)
+    admin = admin_client(base.with_(kafka=broker.mtls_security("admin")))
+    await admin.start()
+    try:
+        await ensure_topics(admin, TopicSet.from_settings(base))
+    finally:
+        await admin.close()
+    group = f"{names.app}.resumed"
+    roles = role_acls(
+        TopicSet.from_settings(base),
+        base.application_id,
+        publisher="publisher",
+        agent="agent",
+        worker="worker",
+        reader="reader",
+        reader_group=group,
+    )
+    await broker.grant(a.line() for entries in roles.values() for a in entries)
+
+    def as_(user: str) -> Settings:
+        return base.with_(kafka=broker.mtls_security(user))
+
+    async def acls_applied() -> bool:
+        reader = LogReader(as_("reader").connection)
+        await reader.start()
+        try:
+            await reader.partitions_of(TopicSet.from_settings(base).resumed, timeout=5)
+            return True
+        except TopicAuthorizationFailedError:
+            return False
+        finally:
+            await reader.stop()
+
+    await eventually(acls_applied, timeout=30)
+    cp = sample_checkpoint("mtls-thread")
+    async with PauseRecorder(as_("agent"), dep.issuer) as recorder:
+        pause = await recorder.record(cp, request_json=REQUEST)
+    async with (
+        running_worker(dataclasses.replace(dep, settings=as_("worker")), tmp_path / "worker"),
+        AnswerPublisher(as_("publisher"), dep.verifier) as publisher,
+        ResumedTurns(as_("reader"), group_id=group) as turns,
+    ):
+        await publisher.publish(pause.token, ANSWER, **axes(cp), answer_id="mtls-1")
+        event = await asyncio.wait_for(anext(aiter(turns)), 60)
+    assert isinstance(event, TurnResumed)
+    assert (event.thread_id, event.answer_id) == ("mtls-thread", "mtls-1")
+
+    # The certificate is the principal: the publisher's may not write a resumed turn.
+    producer = clients.producer(as_("publisher"), client_id="not-a-worker")
+    await producer.start()
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            await producer.send_and_wait(TopicSet.from_settings(base).resumed, b"forged", key=b"t")
+    finally:
+        await producer.stop()
+
+
+async def test_a_client_certificate_the_broker_does_not_trust_is_told_at_once(
+    secure_broker: SecureBroker, names: Names, tmp_path: Path
+) -> None:
+    """A certificate of another CA fails the mutual-TLS handshake: aiokafka says only "Unable
+    to bootstrap", which would be waited out as an outage; the library says it at once."""
+    broker = secure_broker
+    own = tmp_path / "own"
+    own.mkdir()
+    await asyncio.to_thread(
+        subprocess.run,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            str(own / "agent.key"),
+            "-out",
+            str(own / "agent.crt"),
+            "-days",
+            "1",
+            "-subj",
+            "/CN=agent",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    stranger = dataclasses.replace(
+        broker.mtls_security("agent"), cert_file=own / "agent.crt", key_file=own / "agent.key"
+    )
+    dep = make_deployment(broker.mtls_bootstrap, names.prefix, names.app, tmp_path / "s")
+    settings = dep.settings.with_(kafka=stranger, broker_timeout_seconds=60.0)
+    loop = asyncio.get_running_loop()
+    async with Turnlog(settings, keyring=dep.keyring) as tl:
+        started = loop.time()
+        with pytest.raises(AuthenticationFailedError, match="refused this client's TLS session"):
+            async with asyncio.timeout(40):
+                await tl.pause(sample_checkpoint("stranger"), request=REQUEST)
+        assert loop.time() - started < 30  # no wait-out of the 60 s budget

@@ -10,9 +10,11 @@ string (PLAINTEXT: the tests' and the local broker's case).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import ssl
+import struct
 from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -170,6 +172,9 @@ async def check_credentials(target: Target, timeout: float = 10.0) -> None:
     """
     conn = connection(target)
     sec = conn.security
+    if sec.protocol == "SSL":
+        await _check_tls(conn, timeout)
+        return
     if not sec.protocol.startswith("SASL_"):
         return
     host, _, port = conn.bootstrap_servers.split(",")[0].strip().rpartition(":")
@@ -192,3 +197,42 @@ async def check_credentials(target: Target, timeout: float = 10.0) -> None:
     except (KafkaError, OSError, TimeoutError, ValueError):
         return
     made.close()
+
+
+#: ApiVersions v0 with correlation id 1 and client id "turnlog-tls": the smallest request a
+#: broker answers, sent only to see whether the TLS session it rides on is accepted.
+_API_VERSIONS = struct.pack(">hhih", 18, 0, 1, 11) + b"turnlog-tls"
+
+
+async def _check_tls(conn: KafkaConnection, timeout: float) -> None:
+    """Raise ``AuthenticationFailedError`` when the TLS handshake with the first bootstrap
+    server fails on a certificate: the broker's not trusted here, or this client's refused
+    there (with TLS 1.3 the broker's alert comes on the first read, so one request is sent).
+    aiokafka reports both only as "Unable to bootstrap". Anything else is left to the clients."""
+    host, _, port = conn.bootstrap_servers.split(",")[0].strip().rpartition(":")
+    address = f"{host}:{port}"
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection(
+                host.strip("[]") or "localhost", int(port or 9092), ssl=ssl_context(conn.security)
+            )
+            try:
+                writer.write(struct.pack(">i", len(_API_VERSIONS)) + _API_VERSIONS)
+                await writer.drain()
+                await reader.readexactly(4)
+            finally:
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
+    except ssl.SSLCertVerificationError as exc:
+        raise AuthenticationFailedError(
+            f"the broker's certificate at {address} is not trusted: {exc.verify_message}"
+            " (check ssl.truststore / TURNLOG_KAFKA_SSL_CA_FILE)"
+        ) from None
+    except ssl.SSLError as exc:
+        raise AuthenticationFailedError(
+            f"the broker at {address} refused this client's TLS session: {exc.reason or exc}"
+            " (a client certificate it does not trust, or none where it requires one)"
+        ) from None
+    except (OSError, TimeoutError, asyncio.IncompleteReadError, ValueError):
+        return

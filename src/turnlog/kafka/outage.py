@@ -288,10 +288,10 @@ async def ride_out(
                 raise
             if isinstance(exc, TimeoutError):
                 exc = TimeoutError(f"no answer within {loop.time() - started:.0f}s")
-            if since is None and settings.connection.security.protocol.startswith("SASL_"):
-                # aiokafka's clients drop a refused SASL handshake into "Unable to bootstrap":
-                # one direct look at the first failure tells a wrong credential (raised, as
-                # the CLI says it: not authorized) from a broker that is away.
+            if since is None and settings.connection.security.protocol != "PLAINTEXT":
+                # aiokafka's clients drop a refused SASL login or TLS certificate into "Unable
+                # to bootstrap": one direct look at the first failure tells a wrong credential
+                # (raised, as the CLI says it: not authorized) from a broker that is away.
                 await clients.check_credentials(settings.connection, timeout=min(10.0, budget))
             since = started if since is None else since
             if first and outage.tried is None:
