@@ -97,3 +97,13 @@ def test_the_inbox_room_keeps_its_rules() -> None:
     assert on_web == {"turnlog.inbox.app", "turnlog.inbox.server", "turnlog.inbox.oidc_flow"}
     assert on_inbox == {"turnlog.cli.inbox"}
     assert (PACKAGE / "inbox" / "templates" / "base.html").is_file()
+
+
+def test_serving_checks_the_provider_settings_first(tmp_path: Path) -> None:
+    code, _, err = run("--keys-dir", str(tmp_path), "inbox", "--oidc-issuer", "http://sso.example")
+    assert code == 2 and "--oidc-issuer='http://sso.example': must be an https:// URL" in err
+    bad_map = ("--oidc-issuer", "https://sso.example", "--oidc-scope-map", "groups")
+    code, _, err = run("--keys-dir", str(tmp_path), "inbox", *bad_map)
+    assert code == 2 and "--oidc-scope-map='groups': is not a JSON object" in err
+    code, out, _ = run("inbox", "--help")
+    assert code == 0 and "TURNLOG_INBOX_OIDC_ISSUER" in " ".join(out.split())
