@@ -373,3 +373,33 @@ def test_clip_bounds_length_and_makes_text_encodable() -> None:
     clipped = clip("\ud800" + "y" * 50, 10)
     clipped.encode("utf-8")
     assert clipped.startswith("\\ud800") and "characters" in clipped
+
+
+class SupersedingView(FakeView):
+    """A view that knows which pause each thread's checkpoint holds now."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holds: dict[tuple[str, str], str] = {}
+
+    def superseding(self, thread_id: str, checkpoint_id: str, token_id: str) -> str | None:
+        newer = self.holds.get((thread_id, checkpoint_id))
+        return newer if newer is not None and newer != token_id else None
+
+
+async def test_a_token_whose_pause_a_newer_pause_replaced_is_refused_as_superseded() -> None:
+    h = Harness()
+    view = SupersedingView()
+    view.applied[HOME] = 18
+    h.view = view
+    h.handler.view = view
+    # The checkpoint holds a newer pause: the token's own was replaced, not never recorded.
+    view.holds[("thread-1", PAUSE.checkpoint.checkpoint_id)] = "tok-2"
+    event = rejection(await h.answer(make_answer()))
+    assert (event.reason, event.step) == ("pause_superseded", 5)
+    assert "tok-2" in event.detail and "answer the newer one" in event.detail
+    # Nothing at the checkpoint (or only the token's own): nothing on record, as before.
+    view.holds[("thread-1", PAUSE.checkpoint.checkpoint_id)] = PAUSE.token_id
+    assert rejection(await h.answer(make_answer())).reason == "no_recorded_turn_state"
+    view.holds.clear()
+    assert rejection(await h.answer(make_answer())).reason == "no_recorded_turn_state"

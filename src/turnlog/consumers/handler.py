@@ -43,7 +43,7 @@ from turnlog.consumers.screening import (
     key_thread,
 )
 from turnlog.consumers.signatures import SignatureChecks
-from turnlog.consumers.views import BatchStoreView, CatchUp, StoreView
+from turnlog.consumers.views import BatchStoreView, CatchUp, StoreView, SupersedeView
 from turnlog.contracts.events import AnswerSubmitted, PauseRecorded
 from turnlog.contracts.interactions import InteractionRegistry
 from turnlog.contracts.ledger import LedgerEntry, Outcome
@@ -461,6 +461,8 @@ class AnswerHandler:
             resumed_meta=event_meta(now, resumed_event_id(checked.token_id, checked.answer)),
         )
         if isinstance(outcome, Refusal):
+            if outcome.reason == RefusalReason.NO_RECORDED_TURN_STATE:
+                outcome = self._superseded(checked) or outcome
             return self._reject(record, outcome, now, answer=checked.answer)
         claims, outputs = outcome
         too_big = [
@@ -499,6 +501,21 @@ class AnswerHandler:
             RefusalReason.ANSWER_UNPROCESSABLE, f"{type(exc).__name__}: {clip(str(exc), 500)}"
         )
         return self._reject(record, refusal, now, thread_id=key_thread(record.key))
+
+    def _superseded(self, checked: _Checked) -> Refusal | None:
+        """``pause_superseded`` when the token's pause is gone because a newer pause of the
+        same thread and checkpoint replaced it (not "nothing on record"), else ``None``."""
+        claims = checked.verified
+        if not isinstance(claims, PauseClaims) or not isinstance(self.view, SupersedeView):
+            return None
+        newer = self.view.superseding(claims.thread_id, claims.checkpoint_id, claims.token_id)
+        if newer is None:
+            return None
+        return Refusal(
+            RefusalReason.PAUSE_SUPERSEDED,
+            f"a newer pause of thread {claims.thread_id!r}, checkpoint {claims.checkpoint_id!r}"
+            f" (token {newer}) replaced this token's: answer the newer one",
+        )
 
     def _reject(
         self,

@@ -42,5 +42,15 @@ class BatchStoreView(StoreView, Protocol):
         ...
 
 
+@runtime_checkable
+class SupersedeView(StoreView, Protocol):
+    """A store view that can tell a replaced pause from one never recorded."""
+
+    def superseding(self, thread_id: str, checkpoint_id: str, token_id: str) -> str | None:
+        """The token id of the newer pause that replaced ``token_id``'s at the thread's
+        checkpoint, or ``None`` when the checkpoint holds no other pause."""
+        ...
+
+
 #: Catch the store up on pauses[partition] to its committed end.
 CatchUp = Callable[[int], Awaitable[None]]

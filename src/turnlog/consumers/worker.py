@@ -157,6 +157,10 @@ class _View:
     def pause_values(self, token_ids: Sequence[str]) -> list[StoredPause | bytes | None]:
         return list(self._store.pause_values(token_ids))
 
+    def superseding(self, thread_id: str, checkpoint_id: str, token_id: str) -> str | None:
+        newer = self._store.token_of_checkpoint(thread_id, checkpoint_id)
+        return newer if newer is not None and newer != token_id else None
+
     def pauses_applied(self, partition: int) -> int | None:
         return self._store.offset(self._topic, partition)
 

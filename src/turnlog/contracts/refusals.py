@@ -59,6 +59,8 @@ class RefusalReason(StrEnum):
     ANSWER_TOO_LARGE = "answer_too_large"
     # step 5: the recorded turn exists, is the token's, can be continued and is still unspent
     NO_RECORDED_TURN_STATE = "no_recorded_turn_state"
+    #: a newer pause of the same thread and checkpoint replaced the token's: answer that one
+    PAUSE_SUPERSEDED = "pause_superseded"
     CHECKPOINT_MISMATCH = "checkpoint_mismatch"
     ASKING_ROUND_MISSING = "asking_round_missing"
     ALREADY_CONSUMED = "already_consumed"
@@ -96,6 +98,7 @@ _STEPS: dict[RefusalReason, int] = {
     RefusalReason.APPROVAL_MISMATCH: 4,
     RefusalReason.ANSWER_TOO_LARGE: 4,
     RefusalReason.NO_RECORDED_TURN_STATE: 5,
+    RefusalReason.PAUSE_SUPERSEDED: 5,
     RefusalReason.CHECKPOINT_MISMATCH: 5,
     RefusalReason.ASKING_ROUND_MISSING: 5,
     RefusalReason.ALREADY_CONSUMED: 5,

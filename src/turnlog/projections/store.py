@@ -311,6 +311,15 @@ class Store:
         finally:
             del iterator  # a live iterator keeps RocksDB (and its LOCK) open
 
+    def token_of_checkpoint(self, thread_id: str, checkpoint_id: str) -> str | None:
+        """The token id of the pause recorded now for the thread's checkpoint, if any: a newer
+        pause of the same checkpoint replaces the older one and its token."""
+        raw = self._get(layout.PAUSES, layout.pause_key(thread_id, checkpoint_id))
+        if raw is None:
+            return None
+        token_id = layout.load(raw)["token_id"]
+        return token_id if isinstance(token_id, str) else None
+
     def list_checkpoints(self, thread_id: str) -> list[bytes]:
         """The thread's checkpoints, oldest (lowest sequence) first."""
         prefix = layout.thread_prefix(thread_id)
