@@ -174,6 +174,12 @@ async def test_a_bearer_access_token_of_the_provider_is_a_viewer(env: Env) -> No
     other = env.idp.token_for("olga", audience="api://someone-else")
     refused = await env.http.get("/rows", headers={"Authorization": f"Bearer {other}"})
     assert refused.status_code == 401
+    expired = env.idp.token_for("olga", ttl=-3600)
+    assert (
+        await env.http.get("/rows", headers={"Authorization": f"Bearer {expired}"})
+    ).status_code == 401
+    with pytest.raises(ProviderRefused, match="the token expired at"):
+        env.provider.verifier.check(expired)
 
 
 @pytest.mark.parametrize(
@@ -324,3 +330,26 @@ def test_the_settings_are_read_from_the_environment_and_checked(tmp_path: Path) 
         SettingError, match=re.escape("--oidc-scope-map='[1]': must be a JSON object")
     ):
         build(env, scope_map="[1]")
+
+
+async def test_a_provider_out_of_reach_is_said_on_the_sign_in_page(
+    idp: LocalProvider,
+    projection: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    settings = Settings(
+        bootstrap_servers="127.0.0.1:1", state_dir=tmp_path / "state", broker_timeout_seconds=1
+    )
+    ring = Keyring.ed25519("k", generate_ed25519("k")[0])
+    gone = Provider(_config(idp, issuer="http://127.0.0.1:1", name=""))
+    async with (
+        Turnlog(settings, keyring=ring) as tl,
+        InboxService(tl, projection, projection_wait=0) as service,
+    ):
+        app = create_app(service, lambda _: None, provider=gone)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+            assert "Sign in with 127.0.0.1" in (await http.get("/login")).text
+            page = await http.get("/login/provider")
+            assert page.status_code == 503
+            assert _problem(page).startswith("127.0.0.1 cannot be reached just now (127.0.0.1:1")
