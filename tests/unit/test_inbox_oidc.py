@@ -223,6 +223,8 @@ async def test_a_refusal_at_the_provider_and_no_scope_are_said(env: Env) -> None
         f"/login/callback?error=access_denied&error_description=The+user+said+no&state={params['state']}"
     )
     assert _problem(denied) == "Not signed in: Local IdP refused the sign-in: The user said no."
+    forged = await env.http.get("/login/callback?error=x&error_description=Call+us&state=made-up")
+    assert _problem(forged).startswith("Not signed in: bad state") and "Call us" not in forged.text
     page = await env.sign_in("nobody")
     assert _problem(page).startswith(
         "Not signed in: signed in as nobody, but your 'groups' claim gives no inbox scope"

@@ -208,9 +208,6 @@ class SignInFlow:
     async def _id_token(self, request: Request) -> str:
         """The callback's checks up to the ID token, which is then for the verifier."""
         config, params = self.provider.config, request.query_params
-        if "error" in params:
-            said = params.get("error_description") or params.get("error", "")
-            raise ProviderRefused(f"{config.shown_name} refused the sign-in: {_clipped(said)}")
         flow = self._unseal(request.cookies.get(FLOW_COOKIE, ""))
         if flow is None:
             raise ProviderRefused(
@@ -223,6 +220,9 @@ class SignInFlow:
                 "bad state: the provider's answer is not this browser's sign-in (another "
                 "sign-in was started since, or the link was forged)"
             )
+        if "error" in params:  # said only with this sign-in's state: no link can put words here
+            said = params.get("error_description") or params.get("error", "")
+            raise ProviderRefused(f"{config.shown_name} refused the sign-in: {_clipped(said)}")
         if not code:
             raise ProviderRefused("the provider sent no authorization code")
         document = await self.provider.discover()
