@@ -50,7 +50,7 @@ import os
 import random
 import shutil
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping
 from pathlib import Path
 
 import pytest
@@ -364,7 +364,9 @@ class SecureBroker:
 
     ADMIN_PASSWORD = "admin-" + os.urandom(6).hex()
 
-    def __init__(self, data: Path, port: int, users: Iterable[str]) -> None:
+    def __init__(
+        self, data: Path, port: int, users: Iterable[str], env: Mapping[str, str] | None = None
+    ) -> None:
         self.port = port
         self.passwords = {user: f"{user}-{os.urandom(6).hex()}" for user in users}
         listed = " ".join(f"{u}:{p}" for u, p in self.passwords.items())
@@ -374,6 +376,7 @@ class SecureBroker:
                 "KAFKA_LOCAL_PORT": str(port),
                 "KAFKA_LOCAL_USERS": listed,
                 "KAFKA_LOCAL_ADMIN_PASSWORD": self.ADMIN_PASSWORD,
+                **(env or {}),
             },
         )
         self.passwords["admin"] = self.ADMIN_PASSWORD
@@ -389,6 +392,11 @@ class SecureBroker:
 
     def log_tail(self, lines: int = 60) -> str:
         return _tail(self.dir / "server.log", lines)
+
+    @property
+    def oauth_bootstrap(self) -> str:
+        """The OAUTHBEARER listener (with ``KAFKA_LOCAL_OAUTH_JWKS`` in ``env``)."""
+        return f"{HOST}:{self.port + 3}"
 
     @property
     def mtls_bootstrap(self) -> str:

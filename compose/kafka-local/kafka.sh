@@ -13,7 +13,12 @@
 #                                  is formatted, StandardAuthorizer on (no ACL: denied), super
 #                                  user "admin"; <data>/secure/admin.properties connects as it;
 #                                  a mutual-TLS listener on port+2 (client-USER.crt/.key per
-#                                  user in <data>/secure/tls, principal User:USER from the CN)
+#                                  user in <data>/secure/tls, principal User:USER from the CN);
+#                                  with KAFKA_LOCAL_OAUTH_JWKS=URL, SASL OAUTHBEARER on port+3
+#                                  (Kafka's validator on that JWKS, audience
+#                                  KAFKA_LOCAL_OAUTH_AUDIENCE or "kafka", issuer
+#                                  KAFKA_LOCAL_OAUTH_ISSUER or the JWKS URL's parent, principal
+#                                  the token's sub)
 #   kafka.sh acls FILE             create the ACLs of FILE on the secured node, as admin (one
 #                                  "principal operation resource-type name pattern-type" a line:
 #                                  what `turnlog acls --plain` prints)
@@ -430,7 +435,7 @@ client_certs() {
 }
 
 secure() { # start|stop|status
-  local name=secure kport=$((port + 1)) mport=$((port + 2)) dir="$data/secure"
+  local name=secure kport=$((port + 1)) mport=$((port + 2)) oport=$((port + 3)) dir="$data/secure"
   local admin_password=${KAFKA_LOCAL_ADMIN_PASSWORD:-admin-secret}
   case $1 in
     start)
@@ -449,6 +454,24 @@ secure() { # start|stop|status
         -e "s|^listener.security.protocol.map=.*|listener.security.protocol.map=SASL_SSL:SASL_SSL,MTLS:SSL,CONTROLLER:PLAINTEXT|" \
         -e "s|^inter.broker.listener.name=.*|inter.broker.listener.name=SASL_SSL|" \
         "$dir/server.properties"
+      if [ -n "${KAFKA_LOCAL_OAUTH_JWKS:-}" ]; then
+        # SASL_SSL with OAUTHBEARER on port + 3, tokens checked by Kafka's own validator
+        # against the JWKS of KAFKA_LOCAL_OAUTH_JWKS (an identity provider's; the principal is
+        # the token's sub claim); the JVM may fetch that URL only when allowed by name.
+        sed -i -e "s|^listeners=\(.*\),CONTROLLER|listeners=\1,OAUTH://$host:$oport,CONTROLLER|" \
+          -e "s|^advertised.listeners=.*|&,OAUTH://$host:$oport|" \
+          -e "s|^listener.security.protocol.map=.*|&,OAUTH:SASL_SSL|" \
+          "$dir/server.properties"
+        cat >>"$dir/server.properties" <<EOF
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+listener.name.oauth.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+sasl.oauthbearer.jwks.endpoint.url=$KAFKA_LOCAL_OAUTH_JWKS
+sasl.oauthbearer.expected.audience=${KAFKA_LOCAL_OAUTH_AUDIENCE:-kafka}
+sasl.oauthbearer.expected.issuer=${KAFKA_LOCAL_OAUTH_ISSUER:-${KAFKA_LOCAL_OAUTH_JWKS%/*}}
+EOF
+        jvm_opts="$jvm_opts -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=$KAFKA_LOCAL_OAUTH_JWKS"
+      fi
       cat >>"$dir/server.properties" <<EOF
 sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256
 sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512

@@ -12,6 +12,7 @@ import pytest
 
 from turnlog.errors import SettingError
 from turnlog.kafka import clients
+from turnlog.kafka.oauth import ClientCredentialsProvider
 from turnlog.kafka.security import KafkaSecurity, Secret, parse_properties
 from turnlog.settings import Settings
 
@@ -348,3 +349,58 @@ def test_a_retried_offset_lookup_is_not_shown_as_an_error() -> None:
         ("INFO", "Failed fetch offsets from 1: NotLeaderForPartitionError"),
         ("ERROR", "Unexpected error in fetcher routine"),
     ]
+
+
+def test_oauthbearer_client_credentials_from_a_java_client_properties(tmp_path: Path) -> None:
+    """The file a managed service hands out: Kafka's own login handler and the JAAS line's
+    clientId, clientSecret and scope become turnlog's client-credentials token provider."""
+    path = tmp_path / "client.properties"
+    path.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=OAUTHBEARER\n"
+        "sasl.oauthbearer.token.endpoint.url=https://idp.example.com/oauth2/token\n"
+        "sasl.login.callback.handler.class="
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n"
+        "sasl.login.refresh.window.factor=0.8\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule "
+        'required clientId="turnlog-worker" clientSecret="s3cret-value" scope="kafka";\n'
+    )
+    security = KafkaSecurity.from_env({}, config_file=path)
+    provider = security.token_provider
+    assert isinstance(provider, ClientCredentialsProvider)
+    creds = provider.credentials
+    assert (creds.token_endpoint, creds.client_id, creds.scope) == (
+        "https://idp.example.com/oauth2/token",
+        "turnlog-worker",
+        "kafka",
+    )
+    assert creds.client_secret.reveal() == "s3cret-value"
+    assert "s3cret-value" not in repr(security) + repr(creds)
+    # The variables, named after the Java keys, override the file.
+    env = {"TURNLOG_KAFKA_SASL_OAUTHBEARER_CLIENT_ID": "turnlog-agent"}
+    assert KafkaSecurity.from_env(env, config_file=path).token_provider.credentials.client_id == (
+        "turnlog-agent"
+    )
+
+
+def test_oauthbearer_refusals_name_what_is_missing(tmp_path: Path) -> None:
+    path = tmp_path / "client.properties"
+    lines = (
+        "security.protocol=SASL_SSL\nsasl.mechanism=OAUTHBEARER\n"
+        "sasl.oauthbearer.token.endpoint.url=https://idp.example.com/token\n"
+    )
+    path.write_text(lines)
+    with pytest.raises(SettingError, match="needs clientId and clientSecret"):
+        KafkaSecurity.from_env({}, config_file=path)
+    path.write_text(lines + "sasl.login.callback.handler.class=com.example.MyHandler\n")
+    with pytest.raises(SettingError, match="a Java callback cannot run here"):
+        KafkaSecurity.from_env({}, config_file=path)
+    env = {
+        "TURNLOG_KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "TURNLOG_KAFKA_SASL_MECHANISM": "OAUTHBEARER",
+        "TURNLOG_KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL": "ftp://idp.example.com/token",
+        "TURNLOG_KAFKA_SASL_OAUTHBEARER_CLIENT_ID": "a",
+        "TURNLOG_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET": "b",
+    }
+    with pytest.raises(SettingError, match="TURNLOG_KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL"):
+        KafkaSecurity.from_env(env)

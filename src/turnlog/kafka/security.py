@@ -31,6 +31,7 @@ from typing import Any, Final
 from turnlog.errors import SettingError
 from turnlog.kafka import keystores
 from turnlog.kafka.keystores import StoreNames, TlsMaterial
+from turnlog.kafka.oauth import ClientCredentials, ClientCredentialsProvider
 
 PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -83,10 +84,22 @@ ENV: Final[Mapping[str, str]] = {
     "check_hostname": "TURNLOG_KAFKA_SSL_CHECK_HOSTNAME",
     "client_id": "TURNLOG_KAFKA_CLIENT_ID",
     "token_provider": "TURNLOG_KAFKA_OAUTH_TOKEN_PROVIDER",
+    # OAUTHBEARER's client-credentials grant, named after the Java keys (kafka/oauth.py).
+    "oauth_token_endpoint": "TURNLOG_KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL",
+    "oauth_client_id": "TURNLOG_KAFKA_SASL_OAUTHBEARER_CLIENT_ID",
+    "oauth_client_secret": "TURNLOG_KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET",
+    "oauth_scope": "TURNLOG_KAFKA_SASL_OAUTHBEARER_SCOPE",
 }
 CONFIG_ENV: Final = "TURNLOG_KAFKA_CONFIG"
 _SECRETS: Final = frozenset(
-    {"password", "key_password", "truststore_password", "keystore_password", "key_data"}
+    {
+        "password",
+        "key_password",
+        "truststore_password",
+        "keystore_password",
+        "key_data",
+        "oauth_client_secret",
+    }
 )
 _PATHS: Final = frozenset({"ca_file", "cert_file", "key_file", "truststore", "keystore"})
 _TYPES: Final = frozenset({"truststore_type", "keystore_type"})
@@ -141,6 +154,12 @@ class KafkaSecurity:
     client_id: str | None = None
     #: An aiokafka ``AbstractTokenProvider`` for OAUTHBEARER (the hook: your code fetches tokens).
     token_provider: Any = field(default=None, compare=False)
+    #: OAUTHBEARER's client-credentials grant (``sasl.oauthbearer.token.endpoint.url`` and the
+    #: JAAS line's ``clientId``, ``clientSecret``, ``scope``): turnlog's own token provider.
+    oauth_token_endpoint: str | None = None
+    oauth_client_id: str | None = None
+    oauth_client_secret: Secret | None = None
+    oauth_scope: str | None = None
     #: ``bootstrap.servers`` of a client.properties file: used when no option or variable names one.
     bootstrap_servers: str | None = None
     #: Where the values came from (``--kafka-config FILE``, variables), for messages.
@@ -164,11 +183,15 @@ class KafkaSecurity:
                     f"sasl.mechanism ({where})", self.mechanism or "", _one_of(MECHANISMS)
                 )
             if self.mechanism == "OAUTHBEARER":
+                if self.token_provider is None and self.oauth_token_endpoint:
+                    object.__setattr__(self, "token_provider", self._client_credentials())
                 if self.token_provider is None:
                     raise SettingError(
                         f"sasl.mechanism ({where})",
                         "OAUTHBEARER",
-                        f"needs a token provider ({ENV['token_provider']}=module:factory)",
+                        "needs a token endpoint (sasl.oauthbearer.token.endpoint.url, with "
+                        "clientId and clientSecret in the JAAS line) or a token provider "
+                        f"({ENV['token_provider']}=module:factory)",
                     )
             elif not self.username or self.password is None:
                 raise SettingError(
@@ -181,6 +204,25 @@ class KafkaSecurity:
                 f"ssl.key.location ({where})", str(self.key_file), "needs a certificate file too"
             )
         object.__setattr__(self, "_material", self._read_stores())
+
+    def _client_credentials(self) -> ClientCredentialsProvider:
+        endpoint = self.setting("oauth_token_endpoint")
+        if not self.oauth_client_id or self.oauth_client_secret is None:
+            raise SettingError(
+                f"sasl.jaas.config ({self.source})",
+                "…",
+                "OAUTHBEARER with a token endpoint needs clientId and clientSecret options",
+            )
+        try:
+            credentials = ClientCredentials(
+                str(self.oauth_token_endpoint),
+                self.oauth_client_id,
+                self.oauth_client_secret,
+                self.oauth_scope or None,
+            )
+        except ValueError as exc:
+            raise SettingError(endpoint, str(self.oauth_token_endpoint), str(exc)) from None
+        return ClientCredentialsProvider(credentials)
 
     def _read_stores(self) -> TlsMaterial:
         """Check how the TLS fields combine, as Java does, and read the stores they name."""
@@ -473,11 +515,21 @@ _IGNORED: Final = re.compile(
     r"ssl\.truststore\.type|ssl\.keystore\.type|sasl\.login\..*timeout.*)$"
 )
 
+#: Kafka's client-credentials login handler (3.x and 4.x names): what kafka/oauth.py does.
+_JAVA_OAUTH_HANDLERS: Final = frozenset(
+    {
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+        "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+    }
+)
+
 #: Keys refused by name, with what to do instead.
 _REFUSED: Final[Mapping[str, str]] = {
     "sasl.kerberos.service.name": "Kerberos (GSSAPI) is not supported by turnlog",
     "sasl.login.callback.handler.class": (
-        f"a Java callback cannot run here: give a Python token provider in {ENV['token_provider']}"
+        "a Java callback cannot run here: give the token endpoint "
+        "(sasl.oauthbearer.token.endpoint.url) or a Python token provider in "
+        f"{ENV['token_provider']}"
     ),
     "sasl.client.callback.handler.class": "a Java callback cannot run here",
     "ssl.providers": "custom JSSE providers are Java-only",
@@ -513,8 +565,8 @@ def properties_values(
         # The value may be a secret (a JAAS line): name the key, never echo the value.
         return SettingError(f"{key} ({where})", "…", why)
 
-    for key in props:
-        if key in _REFUSED:
+    for key, value in props.items():
+        if key in _REFUSED and value.strip() not in _JAVA_OAUTH_HANDLERS:
             raise refuse(key, _REFUSED[key])
     for key, value in props.items():
         before = dict(values)
@@ -543,6 +595,12 @@ def _one_key(
         values["mechanism"] = value.strip().upper()
     elif key == "sasl.jaas.config":
         values.update(_jaas(value, refuse))
+    elif key == "sasl.oauthbearer.token.endpoint.url":
+        values["oauth_token_endpoint"] = value.strip()
+    elif key == "sasl.login.callback.handler.class" or key.startswith(
+        ("sasl.oauthbearer.", "sasl.login.refresh.", "sasl.login.retry.")
+    ):
+        pass  # Kafka's own client-credentials handler, which kafka/oauth.py stands in for
     elif key == "sasl.username":
         values["username"] = value
     elif key == "sasl.password":
@@ -601,12 +659,19 @@ def _jaas(value: str, refuse: Any) -> dict[str, Any]:
     kind = _LOGIN_MODULES.get(module)
     if kind is None:
         raise refuse(key, f"{module} is not supported (PlainLoginModule, ScramLoginModule)")
-    if kind == "OAUTHBEARER":
-        return {}
     options = {
         m.group(1): _unescape(m.group(2)) if m.group(2) is not None else m.group(3)
         for m in _JAAS_OPTION.finditer(match.group(3))
     }
+    if kind == "OAUTHBEARER":
+        oauth: dict[str, Any] = {}
+        if "clientId" in options:
+            oauth["oauth_client_id"] = options["clientId"]
+        if "clientSecret" in options:
+            oauth["oauth_client_secret"] = Secret(options["clientSecret"])
+        if "scope" in options:
+            oauth["oauth_scope"] = options["scope"]
+        return oauth
     if "username" not in options or "password" not in options:
         raise refuse(key, f"{module.rsplit('.', 1)[-1]} needs username and password options")
     return {"username": options["username"], "password": Secret(options["password"])}
