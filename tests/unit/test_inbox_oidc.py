@@ -188,7 +188,7 @@ async def test_a_bearer_access_token_of_the_provider_is_a_viewer(env: Env) -> No
         ({"iss": "https://evil.example"}, "wrong issuer: the token is from 'https://evil.example'"),
         ({"aud": "another-client"}, "wrong audience: the token is for 'another-client'"),
         ({"exp": 1_700_000_000}, "the token expired at 2023-11-14 22:13:20 UTC"),
-        ({"nonce": "not-this-one"}, "bad nonce: the ID token is not this sign-in's"),
+        ({"nonce": "not-this-one-\u00e9"}, "bad nonce: the ID token is not this sign-in's"),
     ],
     ids=["wrong-issuer", "wrong-audience", "expired", "bad-nonce"],
 )
@@ -225,6 +225,9 @@ async def test_a_refusal_at_the_provider_and_no_scope_are_said(env: Env) -> None
     assert _problem(denied) == "Not signed in: Local IdP refused the sign-in: The user said no."
     forged = await env.http.get("/login/callback?error=x&error_description=Call+us&state=made-up")
     assert _problem(forged).startswith("Not signed in: bad state") and "Call us" not in forged.text
+    await env.begin()
+    odd = await env.http.get("/login/callback?code=x&state=%C3%A9t%C3%A9")  # not ASCII
+    assert odd.status_code == 401 and _problem(odd).startswith("Not signed in: bad state")
     page = await env.sign_in("nobody")
     assert _problem(page).startswith(
         "Not signed in: signed in as nobody, but your 'groups' claim gives no inbox scope"

@@ -250,7 +250,9 @@ class OidcVerifier:
             raise ProviderRefused(f"the token is not valid: {exc}") from None
         if nonce is not None:
             given = claims.get("nonce")
-            if not isinstance(given, str) or not hmac.compare_digest(given, nonce):
+            if not isinstance(given, str) or not hmac.compare_digest(
+                given.encode(), nonce.encode()
+            ):
                 raise ProviderRefused(
                     "bad nonce: the ID token is not this sign-in's (replayed or mixed up)"
                 )

@@ -137,7 +137,7 @@ class SignInFlow:
     def _unseal(self, sealed: str) -> dict[str, Any] | None:
         body, _, mac = sealed.partition(".")
         want = _b64(hmac.new(self._secret, body.encode(), hashlib.sha256).digest())
-        if not mac or not hmac.compare_digest(mac, want):
+        if not mac or not hmac.compare_digest(mac.encode(), want.encode()):
             return None
         try:
             flow = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
@@ -215,7 +215,7 @@ class SignInFlow:
                 "the inbox restarted"
             )
         state, code = params.get("state", ""), params.get("code", "")
-        if not state or not hmac.compare_digest(state, str(flow["state"])):
+        if not state or not hmac.compare_digest(state.encode(), str(flow["state"]).encode()):
             raise ProviderRefused(
                 "bad state: the provider's answer is not this browser's sign-in (another "
                 "sign-in was started since, or the link was forged)"
