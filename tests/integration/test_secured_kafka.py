@@ -20,20 +20,13 @@ from aiokafka.errors import (
 
 from tests.brokers import SecureBroker
 from tests.conftest import Names
-from tests.deployment import ANSWER, REQUEST, axes, make_deployment, sample_checkpoint
-from tests.integration.worker_support import running_worker
-from tests.kafka_helpers import eventually
+from tests.deployment import ANSWER, REQUEST, make_deployment, sample_checkpoint
+from tests.integration.secured_support import prepare_cluster, run_flow, until_acls_apply
 from turnlog.api import Turnlog
 from turnlog.audit import Auditor
-from turnlog.consumers.resumed import ResumedTurns
-from turnlog.contracts.events import TurnResumed
 from turnlog.kafka import clients
-from turnlog.kafka.acls import role_acls
-from turnlog.kafka.reader import LogReader
 from turnlog.kafka.security import Secret
-from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics
-from turnlog.producers.answers import AnswerPublisher
-from turnlog.producers.pauses import PauseRecorder
+from turnlog.kafka.topics import TopicSet
 from turnlog.projections.projector import CheckpointProjector
 from turnlog.projections.store import Store
 from turnlog.settings import Settings
@@ -48,54 +41,15 @@ async def test_the_whole_flow_with_least_privilege_acls(
     dep = make_deployment(broker.bootstrap, names.prefix, names.app, tmp_path / "s", partitions=2)
     # Operators make the topics (as admin); no role below may create one.
     base = dep.settings.with_(create_topics=False)
-    admin = admin_client(base.with_(kafka=broker.security("admin")))
-    await admin.start()
-    try:
-        await ensure_topics(admin, TopicSet.from_settings(base))
-    finally:
-        await admin.close()
-    group = f"{names.app}.resumed"
-    roles = role_acls(
-        TopicSet.from_settings(base),
-        base.application_id,
-        publisher="publisher",
-        agent="agent",
-        worker="worker",
-        reader="reader",
-        projector="projector",
-        auditor="auditor",
-        reader_group=group,
+    await prepare_cluster(
+        broker, base, broker.security("admin"), extra_roles=("projector", "auditor")
     )
-    await broker.grant(a.line() for entries in roles.values() for a in entries)
 
     def as_(user: str) -> Settings:
         return base.with_(kafka=broker.security(user))
 
-    async def acls_applied() -> bool:
-        # ACLs reach the authorizer through the metadata log: poll, with a deadline.
-        reader = LogReader(as_("projector").connection)
-        await reader.start()
-        try:
-            await reader.partitions_of(TopicSet.from_settings(base).pauses, timeout=5)
-            return True
-        except TopicAuthorizationFailedError:
-            return False
-        finally:
-            await reader.stop()
-
-    await eventually(acls_applied, timeout=30)
-    cp = sample_checkpoint("secured-thread")
-    async with PauseRecorder(as_("agent"), dep.issuer) as recorder:
-        pause = await recorder.record(cp, request_json=REQUEST)
-    async with (
-        running_worker(dataclasses.replace(dep, settings=as_("worker")), tmp_path / "worker"),
-        AnswerPublisher(as_("publisher"), dep.verifier) as publisher,
-        ResumedTurns(as_("reader"), group_id=group) as turns,
-    ):
-        await publisher.publish(pause.token, ANSWER, **axes(cp), answer_id="secured-1")
-        event = await asyncio.wait_for(anext(aiter(turns)), 60)
-    assert isinstance(event, TurnResumed)
-    assert (event.thread_id, event.answer_id) == ("secured-thread", "secured-1")
+    await until_acls_apply(as_("reader"))
+    await run_flow(dataclasses.replace(dep, settings=base), as_, "secured-thread", tmp_path / "w")
     # The projector's principal reads pauses and consumptions into a store.
     store = Store.open(tmp_path / "projection")
     try:
@@ -205,51 +159,13 @@ async def test_the_whole_flow_over_mutual_tls_as_certificate_principals(
         broker.mtls_bootstrap, names.prefix, names.app, tmp_path / "s", partitions=2
     )
     base = dep.settings.with_(create_topics=False)
-    admin = admin_client(base.with_(kafka=broker.mtls_security("admin")))
-    await admin.start()
-    try:
-        await ensure_topics(admin, TopicSet.from_settings(base))
-    finally:
-        await admin.close()
-    group = f"{names.app}.resumed"
-    roles = role_acls(
-        TopicSet.from_settings(base),
-        base.application_id,
-        publisher="publisher",
-        agent="agent",
-        worker="worker",
-        reader="reader",
-        reader_group=group,
-    )
-    await broker.grant(a.line() for entries in roles.values() for a in entries)
+    await prepare_cluster(broker, base, broker.mtls_security("admin"))
 
     def as_(user: str) -> Settings:
         return base.with_(kafka=broker.mtls_security(user))
 
-    async def acls_applied() -> bool:
-        reader = LogReader(as_("reader").connection)
-        await reader.start()
-        try:
-            await reader.partitions_of(TopicSet.from_settings(base).resumed, timeout=5)
-            return True
-        except TopicAuthorizationFailedError:
-            return False
-        finally:
-            await reader.stop()
-
-    await eventually(acls_applied, timeout=30)
-    cp = sample_checkpoint("mtls-thread")
-    async with PauseRecorder(as_("agent"), dep.issuer) as recorder:
-        pause = await recorder.record(cp, request_json=REQUEST)
-    async with (
-        running_worker(dataclasses.replace(dep, settings=as_("worker")), tmp_path / "worker"),
-        AnswerPublisher(as_("publisher"), dep.verifier) as publisher,
-        ResumedTurns(as_("reader"), group_id=group) as turns,
-    ):
-        await publisher.publish(pause.token, ANSWER, **axes(cp), answer_id="mtls-1")
-        event = await asyncio.wait_for(anext(aiter(turns)), 60)
-    assert isinstance(event, TurnResumed)
-    assert (event.thread_id, event.answer_id) == ("mtls-thread", "mtls-1")
+    await until_acls_apply(as_("reader"))
+    await run_flow(dataclasses.replace(dep, settings=base), as_, "mtls-thread", tmp_path / "w")
 
     # The certificate is the principal: the publisher's may not write a resumed turn.
     producer = clients.producer(as_("publisher"), client_id="not-a-worker")

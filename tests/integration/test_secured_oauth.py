@@ -23,22 +23,16 @@ from pathlib import Path
 
 import jwt
 import pytest
-from aiokafka.errors import AuthenticationFailedError, TopicAuthorizationFailedError
+from aiokafka.errors import AuthenticationFailedError
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.brokers import SECURE_USERS, SecureBroker, free_ports
 from tests.conftest import Names
-from tests.deployment import ANSWER, REQUEST, axes, make_deployment, sample_checkpoint
-from tests.integration.worker_support import running_worker
+from tests.deployment import REQUEST, make_deployment, sample_checkpoint
+from tests.integration.secured_support import prepare_cluster, run_flow, until_acls_apply
 from tests.kafka_helpers import eventually
 from turnlog.api import Turnlog
-from turnlog.consumers.resumed import ResumedTurns
-from turnlog.contracts.events import TurnResumed
-from turnlog.kafka.acls import role_acls
 from turnlog.kafka.oauth import ClientCredentialsProvider
-from turnlog.kafka.reader import LogReader
-from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics
-from turnlog.producers.answers import AnswerPublisher
 from turnlog.settings import Settings
 
 pytest_plugins = ["tests.brokers"]
@@ -165,25 +159,7 @@ async def test_the_whole_flow_over_oauthbearer_with_client_credentials_and_refre
         broker.oauth_bootstrap, names.prefix, names.app, tmp_path / "s", partitions=2
     )
     base = dep.settings.with_(create_topics=False)
-    admin = admin_client(
-        base.with_(bootstrap_servers=broker.bootstrap, kafka=broker.security("admin"))
-    )
-    await admin.start()
-    try:
-        await ensure_topics(admin, TopicSet.from_settings(base))
-    finally:
-        await admin.close()
-    group = f"{names.app}.resumed"
-    roles = role_acls(
-        TopicSet.from_settings(base),
-        base.application_id,
-        publisher="publisher",
-        agent="agent",
-        worker="worker",
-        reader="reader",
-        reader_group=group,
-    )
-    await broker.grant(a.line() for entries in roles.values() for a in entries)
+    await prepare_cluster(broker, base, broker.security("admin"), admin_bootstrap=broker.bootstrap)
 
     def as_(user: str) -> Settings:
         props = _properties(broker, provider, user, tmp_path / f"{user}.properties")
@@ -198,40 +174,20 @@ async def test_the_whole_flow_over_oauthbearer_with_client_credentials_and_refre
             create_topics=False,
         )
 
-    async def acls_applied() -> bool:
-        reader = LogReader(as_("reader").connection)
-        await reader.start()
-        try:
-            await reader.partitions_of(TopicSet.from_settings(base).resumed, timeout=5)
-            return True
-        except TopicAuthorizationFailedError:
-            return False
-        finally:
-            await reader.stop()
-
-    await eventually(acls_applied, timeout=30)
-    agent = as_("agent")
-    async with Turnlog(agent, keyring=dep.keyring) as tl:
-        paused = await tl.pause(sample_checkpoint("oauth-thread"), request=REQUEST)
-    async with (
-        running_worker(replace(dep, settings=as_("worker")), tmp_path / "worker"),
-        AnswerPublisher(as_("publisher"), dep.verifier) as publisher,
-        ResumedTurns(as_("reader"), group_id=group) as turns,
-    ):
-        await publisher.publish(
-            paused.token, ANSWER, **axes(sample_checkpoint("oauth-thread")), answer_id="oauth-1"
-        )
-        event = await asyncio.wait_for(anext(aiter(turns)), 60)
-    assert isinstance(event, TurnResumed)
-    assert (event.thread_id, event.answer_id) == ("oauth-thread", "oauth-1")
+    await until_acls_apply(as_("reader"))
+    await run_flow(replace(dep, settings=base), as_, "oauth-thread", tmp_path / "w")
     subjects = {str(c["sub"]) for c in provider.issued}
     assert {"agent", "worker", "publisher", "reader"} <= subjects
 
-    # Refresh: once the agent's first token has expired, a new connection of the same
-    # settings presents a fresh one (the broker refuses an expired token).
+    # Refresh: once an agent's token has expired, a new connection of the same settings
+    # presents a fresh one (the broker refuses an expired token).
+    agent = as_("agent")
     provided = agent.kafka.token_provider
     assert isinstance(provided, ClientCredentialsProvider)
+    async with Turnlog(agent, keyring=dep.keyring) as tl:
+        await tl.pause(sample_checkpoint("oauth-thread-2"), request=REQUEST)
     first = provided.fetched
+    assert first >= 1
     expiry = max(int(str(c["exp"])) for c in provider.issued if c["sub"] == "agent")
 
     async def expired() -> bool:
@@ -239,7 +195,7 @@ async def test_the_whole_flow_over_oauthbearer_with_client_credentials_and_refre
 
     await eventually(expired, timeout=LIFETIME + 10)
     async with Turnlog(agent, keyring=dep.keyring) as tl:
-        await tl.pause(sample_checkpoint("oauth-thread-2"), request=REQUEST)
+        await tl.pause(sample_checkpoint("oauth-thread-3"), request=REQUEST)
     assert provided.fetched > first
 
 
