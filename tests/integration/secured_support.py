@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from aiokafka.errors import TopicAuthorizationFailedError
 
 from tests.brokers import SecureBroker
@@ -18,6 +19,7 @@ from tests.integration.worker_support import running_worker
 from tests.kafka_helpers import eventually
 from turnlog.consumers.resumed import ResumedTurns
 from turnlog.contracts.events import TurnResumed
+from turnlog.kafka import clients
 from turnlog.kafka.acls import role_acls
 from turnlog.kafka.reader import LogReader
 from turnlog.kafka.security import KafkaSecurity
@@ -95,3 +97,14 @@ async def run_flow(
     assert isinstance(event, TurnResumed)
     assert (event.thread_id, event.answer_id) == (thread, f"{thread}-1")
     return event
+
+
+async def cannot_forge_a_resumed_turn(publisher: Settings) -> None:
+    """The publisher's principal writes answers only: a record on the resumed topic is refused."""
+    producer = clients.producer(publisher, client_id="not-a-worker")
+    await producer.start()
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            await producer.send_and_wait(TopicSet.from_settings(publisher).resumed, b"x", key=b"t")
+    finally:
+        await producer.stop()
