@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,12 +31,14 @@ from aiokafka.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from rich.console import Console
 from rich.markup import escape
 
+from turnlog.cli.usage import TurnlogGroup
 from turnlog.errors import BrokerUnavailable, PauseInvalid, SettingError, TurnlogError
 from turnlog.kafka.clients import check_credentials
 from turnlog.kafka.reader import NOT_AUTHORIZED
-from turnlog.settings import Settings, bootstrap_servers
+from turnlog.settings import Settings, SettingWarning, bootstrap_servers
 
 app = typer.Typer(
+    cls=TurnlogGroup,
     name="turnlog",
     help="Paused agent turns, durable and resumable exactly once, over Apache Kafka.",
     no_args_is_help=True,
@@ -158,19 +161,27 @@ def main_options(
 ) -> None:
     ctx.obj = current = State(debug=debug)
     try:
-        current.settings = Settings.from_env(
-            names=OPTION_NAMES,
-            bootstrap_servers=bootstrap_servers,
-            topic_prefix=topic_prefix,
-            state_dir=state_dir,
-            keys_dir=keys_dir,
-            partitions=partitions,
-            broker_timeout_seconds=broker_timeout,
-            connect_timeout_seconds=connect_timeout,
-            kafka_config=kafka_config,
-        )
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always", SettingWarning)
+            current.settings = Settings.from_env(
+                names=OPTION_NAMES,
+                bootstrap_servers=bootstrap_servers,
+                topic_prefix=topic_prefix,
+                state_dir=state_dir,
+                keys_dir=keys_dir,
+                partitions=partitions,
+                broker_timeout_seconds=broker_timeout,
+                connect_timeout_seconds=connect_timeout,
+                kafka_config=kafka_config,
+            )
     except SettingError as exc:
         raise fail(str(exc), EXIT_USAGE) from None
+    for warning in warned:  # a misspelt TURNLOG_ variable: one line each, the verb runs on
+        err.print(f"[yellow]warning:[/yellow] {escape(str(warning.message))}", soft_wrap=True)
+    _quiet_logs(ctx, debug)
+
+
+def _quiet_logs(ctx: typer.Context, debug: bool) -> None:
     # Kafka client chatter (reconnect attempts) is for --debug; the verb says what failed.
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
@@ -306,6 +317,12 @@ def _not_authorized(exc: BaseException) -> str | None:
 
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def print_json_line(data: Any) -> None:
+    """One compact JSON object on one line (JSON Lines), flushed: a stream's record, for pipes."""
+    sys.stdout.write(json.dumps(data, sort_keys=True, default=str, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
 
 
 class Interrupts:

@@ -14,6 +14,13 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from turnlog.cli.answering import (
+    axes_of,
+    chosen,
+    open_pauses,
+    reissued,
+    wait_for_outcome,
+)
 from turnlog.cli.app import (
     EXIT_FAILURE,
     EXIT_REFUSED,
@@ -25,6 +32,7 @@ from turnlog.cli.app import (
     fail,
     out,
     print_json,
+    print_json_line,
     run_async,
     run_state,
 )
@@ -99,6 +107,7 @@ async def pause(
         "partition": recorded.partition,
         "offset": recorded.offset,
         "expires_at": recorded.pause.expires_at.isoformat(),
+        **axes_of(recorded.pause),  # what `turnlog answer` must state: --scope, --session, ...
     }
     if as_json:
         print_json(data)
@@ -123,8 +132,14 @@ def _print_example(interaction: str) -> None:
 @run_async
 async def answer(
     ctx: typer.Context,
-    token: Annotated[str, typer.Argument(help="The pause token.")],
-    response: Annotated[str, typer.Option(help="The response, JSON.")],
+    token: Annotated[
+        str | None, typer.Argument(help="The pause token (or --thread instead).")
+    ] = None,
+    response: Annotated[str, typer.Option(help="The response, JSON.")] = "",
+    thread: Annotated[
+        str | None,
+        typer.Option(help="Answer this thread's pending pause (needs the signing key)."),
+    ] = None,
     scope: Annotated[str | None, typer.Option(help="Tenant scope hash.")] = None,
     session: Annotated[str | None, typer.Option(help="Session id.")] = None,
     run: Annotated[str | None, typer.Option(help="Run id.")] = None,
@@ -142,18 +157,31 @@ async def answer(
     """Publish an answer; a bad token, a missing axis, a response that does not fit the
     interaction's schema (or approves another call), a response nested too deeply or an answer
     over TURNLOG_MAX_ANSWER_BYTES is refused before publishing (exit 3). ``--wait`` prints the
-    outcome: resumed (exit 0) or rejected with its reason (exit 3)."""
+    outcome: resumed (exit 0) or rejected with its reason (exit 3).
+
+    ``--thread T`` instead of a token answers T's pending pause (``--call`` picks one of
+    several): its token is signed again from the recorded pause with this deployment's signing
+    key, and the four axes are the pause's own unless given."""
     from turnlog.clock import utc_now
     from turnlog.contracts.interactions import default_interactions
     from turnlog.contracts.resume import check_response
     from turnlog.producers.answers import AnswerPublisher
 
+    if (token is None) == (thread is None):
+        raise fail("answer takes a TOKEN or --thread THREAD (one of the two)", EXIT_USAGE)
+    if not response:
+        raise fail("answer needs --response JSON", EXIT_USAGE)
     try:
         json.loads(response)
     except RecursionError:
         pass  # valid or not, too deep to read: the pre-check refuses it by name (exit 3)
     except ValueError as exc:
         raise fail(f"--response must be JSON: {exc}", EXIT_USAGE) from None
+    if thread is not None:
+        token, axes = await _token_of_thread(ctx, thread, call)
+        scope, session, run = scope or axes["scope"], session or axes["session"], run or axes["run"]
+        call = call or axes["call"]
+    assert token is not None  # one of the two, checked above
     publisher = AnswerPublisher(run_state(ctx).settings, verifier(run_state(ctx).settings))
     candidate = publisher.build(
         token, response, scope_hash=scope, session_id=session, run_id=run, call_id=call,
@@ -174,79 +202,66 @@ async def answer(
             f"published answer {sent.answer_id} to partition {sent.partition} @ {sent.offset}"
         )
     if wait:
-        await _wait_for_outcome(ctx, sent.answer_id, claims.thread_id, wait_timeout, data, as_json)
+        await wait_for_outcome(ctx, sent.answer_id, claims.thread_id, wait_timeout, data, as_json)
     elif as_json:
         print_json(data)
 
 
-async def _wait_for_outcome(
-    ctx: typer.Context,
-    answer_id: str,
-    thread_id: str,
-    timeout: float,
-    data: dict[str, Any],
-    as_json: bool,
-) -> None:
-    """Print what the worker decided for the answer; a rejection exits 3, no decision 1."""
-    from turnlog.consumers.outcomes import read_outcome
-    from turnlog.kafka.topics import TopicSet
+async def _token_of_thread(
+    ctx: typer.Context, thread: str, call: str | None
+) -> tuple[str, dict[str, str | None]]:
+    """The token of ``thread``'s one pending pause (signed again) and the pause's axes."""
+    from turnlog.clock import utc_now
 
     settings = run_state(ctx).settings
-    try:
-        outcome = await read_outcome(
-            settings, TopicSet.from_settings(settings), answer_id, thread_id=thread_id,
-            timeout=timeout,
-        )  # fmt: skip
-    except TimeoutError as exc:
-        raise fail(str(exc), EXIT_FAILURE) from None
-    if outcome.resumed is not None:
-        turn = outcome.resumed
-        data["outcome"] = {
-            "resumed": True,
-            "thread_id": turn.thread_id,
-            "messages": len(turn.history),
-        }
-        if as_json:
-            print_json(data)
-        else:
-            out.print(f"resumed thread {turn.thread_id} — {len(turn.history)} messages")
-        return
-    rejected = outcome.rejected
-    if rejected is None:  # an outcome is one or the other
-        raise fail(f"no outcome for answer {answer_id}", EXIT_FAILURE)
-    data["outcome"] = {"resumed": False, "reason": rejected.reason, "step": rejected.step}
-    if as_json:
-        print_json(data)
-    raise fail(
-        f"rejected: {rejected.reason} (step {rejected.step}): {rejected.detail}", EXIT_REFUSED
-    )
+    with open_for_reading(settings) as (store, writer):
+        if writer:
+            await caught_up(store, settings)
+        found = chosen(open_pauses(store, utc_now(), thread), thread, call, freshness(store))
+    if isinstance(found, str):
+        raise fail(found, EXIT_FAILURE if found.startswith("no pending") else EXIT_USAGE)
+    return reissued(settings, found.recorded), axes_of(found.recorded)
 
 
 @app.command("pending")
 @run_async
 async def pending(
-    ctx: typer.Context, as_json: JsonOpt = False, broker_timeout: BrokerTimeoutOpt = None
+    ctx: typer.Context,
+    with_tokens: Annotated[
+        bool,
+        typer.Option(
+            "--with-tokens",
+            help="Sign each pause's token again and print it with --json (needs the signing key).",
+        ),
+    ] = False,
+    as_json: JsonOpt = False,
+    broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
-    """Pauses waiting for an answer (unconsumed, window open)."""
+    """Pauses waiting for an answer (unconsumed, window open), with the four axes an answer
+    states. ``--json --with-tokens`` adds each pause's token, signed again from the recorded
+    pause: everything ``turnlog answer`` needs (the log holds token ids, never tokens)."""
     from turnlog.clock import utc_now
 
-    with open_for_reading(run_state(ctx).settings) as (store, writer):
+    if with_tokens and not as_json:
+        raise fail("--with-tokens prints tokens with --json only", EXIT_USAGE)
+    settings = run_state(ctx).settings
+    with open_for_reading(settings) as (store, writer):
         if writer:
-            await caught_up(store, run_state(ctx).settings)
-        now_ms = int(utc_now().timestamp() * 1000)
-        rows = [
-            {"token_id": p.token_id, "thread_id": p.thread_id, "expires_at_ms": p.expires_at_ms}
-            for p in store.pending(now_ms)
-        ]
+            await caught_up(store, settings)
+        now = utc_now()
+        pauses = open_pauses(store, now)
         fresh = freshness(store)
+    now_ms = int(now.timestamp() * 1000)
+    rows = [p.row(now_ms) for p in pauses]
+    if with_tokens:
+        for row, p in zip(rows, pauses, strict=True):
+            row["token"] = reissued(settings, p.recorded)
     if as_json:
         print_json({"pending": rows, "as_of": fresh})
         return
-    table = Table("thread", "token id", "expires in")
+    table = Table("thread", "call", "token id", "expires in")
     for row in rows:
-        table.add_row(
-            row["thread_id"], row["token_id"], f"{(row['expires_at_ms'] - now_ms) / 1000:.0f}s"
-        )
+        table.add_row(row["thread_id"], row["call"], row["token_id"], row["expires_in"])
     out.print(table)
     err.print(f"as of {fresh}", soft_wrap=True)
 
@@ -356,8 +371,8 @@ async def tail(
                         err.print(f"[yellow]{record.partition}@{record.offset}: {exc}[/yellow]")
                         continue
                     data = {"type": type(event).__name__, **to_record(event)}
-                    if as_json:
-                        print_json(data)
+                    if as_json:  # JSON Lines: one compact object a line, for jq and pipes
+                        print_json_line(data)
                     else:
                         _print_event(data)
     finally:
