@@ -149,6 +149,33 @@ def test_a_response_nested_too_deeply_is_one_refusal_line_and_exit_3(
     assert "refused: response_invalid" in line
 
 
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        ({"answers": [{"other": None}]}, "answers[0].selections is missing"),
+        (
+            {"answers": [{"selections": "eu", "other": None}]},
+            "answers[0].selections must be a list, got text",
+        ),
+        (
+            {"answers": [{"selections": ["eu"], "other": 3}]},
+            "answers[0].other must be null or text, got the number 3",
+        ),
+    ],
+)
+def test_a_response_that_does_not_fit_says_what_is_wrong_where(
+    offline: Cli, tmp_path: Path, answer: dict[str, object], said: str
+) -> None:
+    offline("keys", "new", "--kid", "k1")
+    token, stated = local_token(tmp_path / "keys", "cli-unfit")
+    ran = offline("answer", token, "--response", json.dumps(answer), *stated, check=EXIT_REFUSED)
+    line = _one_error_line(ran)
+    assert line == (
+        "error: refused: response_invalid (step 4): the response does not fit the ask_user "
+        f"schema: {said}"
+    )
+
+
 def test_an_answer_over_the_size_limit_is_refused_before_kafka(
     offline: Cli, tmp_path: Path
 ) -> None:
