@@ -99,6 +99,9 @@ def test_same_checkpoint_id_replaces_the_pause(store: Store) -> None:
     assert store.list_checkpoints("t") == [b"new"]
     assert store.pause_for_token("k-old") is None
     assert [p.token_id for p in store.expired(100)] == ["k-new"]
+    # What the worker tells a replaced pause from one never recorded by (pause_superseded).
+    assert store.token_of_checkpoint("t", "cp") == "k-new"
+    assert store.token_of_checkpoint("t", "cp-never") is None
 
 
 def test_token_lookup_and_ledger(store: Store) -> None:
