@@ -107,7 +107,9 @@ async def test_a_spoofed_approval_reads_as_it_is_and_approves_what_it_says(inbox
         # "Approve as shown" approves the real values -- which are what the page showed.
         await page.get_by_label("Approve as shown").check()
         await page.get_by_role("button", name="Send answer").click()
-        await expect(page.locator("#outcome")).to_have_text("resumed", timeout=45_000)
+        await expect(page.locator("#outcome")).to_have_text(
+            "sent: the agent runs the call", timeout=45_000
+        )
         approved = approved_call(await _resumed(inbox, paused.token_id))
         assert approved is not None and approved["arguments"] == SPOOFED
 

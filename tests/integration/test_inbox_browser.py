@@ -244,7 +244,9 @@ async def test_a_pause_is_answered_in_the_browser_and_resumes_once(inbox: Inbox)
         await page.keyboard.press("Space")
         await page.get_by_label("Or write another answer").fill("and keep a replica in us")
         await page.get_by_role("button", name="Send answer").click()
-        await expect(page.locator("#outcome")).to_have_text("resumed", timeout=45_000)
+        await expect(page.locator("#outcome")).to_have_text(
+            "sent: the agent continues with your answer", timeout=45_000
+        )
         turn = await _resumed(inbox, paused.token_id)
         answered = [m for m in turn.history if m.get("tool_call_id") == "call-1"]
         assert len(answered) == 1
@@ -252,7 +254,7 @@ async def test_a_pause_is_answered_in_the_browser_and_resumes_once(inbox: Inbox)
 
         # The second browser answers the same pause: already answered, nothing published.
         await other.get_by_role("button", name="Send answer").click()
-        await expect(other.locator("#outcome")).to_have_text("already answered")
+        await expect(other.locator("#outcome")).to_have_text("someone else answered first")
 
         # And the pause left every list, live (the phone's list was left open on the detail
         # page; a fresh list no longer has it).
@@ -335,7 +337,9 @@ async def test_tool_approval_approve_edit_validated_and_reject_with_reason(inbox
         await expect(page.locator("#form-problem")).to_contain_text("no argument 'force'")
         await arguments.fill('{"service": "billing", "replicas": 5}')
         await page.get_by_role("button", name="Send answer").click()
-        await expect(page.locator("#outcome")).to_have_text("resumed", timeout=45_000)
+        await expect(page.locator("#outcome")).to_have_text(
+            "sent: the agent runs the call with your edited arguments", timeout=45_000
+        )
         edited = approved_call(await _resumed(inbox, pauses["edit"].token_id))
         assert edited is not None and edited["arguments"] == {"service": "billing", "replicas": 5}
 
@@ -345,7 +349,9 @@ async def test_tool_approval_approve_edit_validated_and_reject_with_reason(inbox
         await expect(page.locator("#form-problem")).to_contain_text("say why")
         await page.get_by_label("Reason or note").fill("Not during the freeze.")
         await page.get_by_role("button", name="Send answer").click()
-        await expect(page.locator("#outcome")).to_have_text("resumed", timeout=45_000)
+        await expect(page.locator("#outcome")).to_have_text(
+            "sent: the agent continues with your rejection", timeout=45_000
+        )
         rejected = await _resumed(inbox, pauses["reject"].token_id)
         assert approved_call(rejected) is None
         said = [m["content"] for m in rejected.history if m.get("tool_call_id") == "call-deploy"]
@@ -354,7 +360,9 @@ async def test_tool_approval_approve_edit_validated_and_reject_with_reason(inbox
         await open_detail("approve")
         await page.get_by_label("Approve as shown").check()
         await page.get_by_role("button", name="Send answer").click()
-        await expect(page.locator("#outcome")).to_have_text("resumed", timeout=45_000)
+        await expect(page.locator("#outcome")).to_have_text(
+            "sent: the agent runs the call", timeout=45_000
+        )
         approved = approved_call(await _resumed(inbox, pauses["approve"].token_id))
         assert approved is not None and approved["arguments"] == DEPLOY
     finally:

@@ -66,7 +66,9 @@ async def test_a_stale_session_signs_out_and_a_stale_answer_form_says_why(inbox:
         other = Csrf().token("whatever")
         sent = await http.post("/pause/t-mine/answer", data={"csrf": other, "other0": "eu"})
         assert sent.status_code == 403 and sent.headers["content-type"].startswith("text/html")
-        assert "reload the pause" in sent.text and 'href="/pause/t-mine"' in sent.text
+        # The pause's page again, its form fresh, one line saying nothing was sent.
+        assert "Nothing was sent" in sent.text and 'id="answer-form"' in sent.text
+        assert _csrf(sent.text) == _csrf(page.text)
         scripted = await http.post(
             "/pause/t-mine/answer",
             data={"csrf": other, "other0": "eu"},

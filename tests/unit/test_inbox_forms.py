@@ -108,7 +108,7 @@ def test_tool_approval_approve_edit_and_reject_are_bound_to_the_shown_call() -> 
         ({"decision": ["reject"]}, "say why"),
         ({"decision": ["maybe"]}, "approve, edit or reject"),
         ({}, "approve, edit or reject"),
-        ({"decision": ["edit"], "arguments": ["{nope"]}, "not JSON"),
+        ({"decision": ["edit"], "arguments": ["{nope"]}, "not valid JSON at line 1, column 2"),
         ({"decision": ["edit"], "arguments": ["[1]"]}, "JSON object"),
         ({"decision": ["edit"], "arguments": ['{"force": true}']}, "no argument 'force'"),
         ({"decision": ["edit"], "arguments": ['{"replicas": "5"}']}, "must stay a number"),
@@ -139,7 +139,7 @@ def test_another_interaction_is_answered_with_its_json() -> None:
 
 
 def test_refusals_read_as_plain_words() -> None:
-    assert plain_words(RefusalReason.ALREADY_CONSUMED) == "already answered"
+    assert plain_words(RefusalReason.ALREADY_CONSUMED) == "someone else answered first"
     assert "expired" in plain_words(RefusalReason.PAUSE_EXPIRED)
     assert "expired" in plain_words(RefusalReason.TOKEN_EXPIRED)
     assert plain_words("scope_mismatch") == "refused: scope mismatch"

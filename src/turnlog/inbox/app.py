@@ -45,6 +45,7 @@ from aiokafka.errors import KafkaError
 from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.datastructures import FormData
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -54,11 +55,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from turnlog.errors import TurnlogError
 from turnlog.inbox.auth import Csrf, SignOuts, Viewer, ViewerVerifier
-from turnlog.inbox.forms import FormProblem
+from turnlog.inbox.forms import FormProblem, skeleton
 from turnlog.inbox.oidc import first_of
 from turnlog.inbox.oidc_flow import KeyRefresh, Provider, SignInFlow
 from turnlog.inbox.service import Closed, InboxService
-from turnlog.inbox.views import clip, duration, pending_for, visible
+from turnlog.inbox.views import PauseView, clip, duration, pending_for, visible
 
 log = logging.getLogger(__name__)
 
@@ -231,7 +232,7 @@ def create_app(
             Route("/login/provider", flow.start),
             Route("/login/callback", flow.callback),
         ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: pages.http_error})
     if provider is not None:
         app.add_middleware(KeyRefresh, provider=provider, session_cookie=SESSION)
     app.add_middleware(BodyLimit, limit_for=limit_for, refuse=pages.refuse_scope)
@@ -241,6 +242,12 @@ def create_app(
 
 def _wants_json(request: Request) -> bool:
     return "application/json" in request.headers.get("accept", "")
+
+
+def _navigation(request: Request) -> bool:
+    """Whether a browser is showing the response as a page (it asked for HTML), not a script
+    reading it: a script's endpoint then answers with a page or a redirect, never JSON."""
+    return "text/html" in request.headers.get("accept", "") and not _wants_json(request)
 
 
 def _as_text(value: Any) -> str:
@@ -366,7 +373,7 @@ class _Pages:
         """A page sends the visitor to log in; a script's request (the live stream, the rows,
         a JSON call) gets a 401 it can act on; a form posted without the page's script gets a
         page saying to sign in again. A stale session cookie is deleted on the way."""
-        if not page or _wants_json(request):
+        if (not page and not _navigation(request)) or _wants_json(request):
             response: Response = JSONResponse({"error": "log in first"}, status_code=401)
         elif request.method != "GET":
             words = "your session ended before this form was sent: sign in again, then resend"
@@ -499,6 +506,9 @@ class _Pages:
         viewer = self._viewer(request)
         if viewer is None:
             return self._unauthorized(request, page=False)
+        if _navigation(request):  # the page's script fetches these rows; a person wants the list
+            query = f"?{request.url.query}" if request.url.query else ""
+            return RedirectResponse(f"/{query}", status_code=303)
         return self._render(request, "_rows.html", self._list_context(request, viewer))
 
     async def events(self, request: Request) -> Response:
@@ -509,6 +519,8 @@ class _Pages:
         credential = self._credential(request)
         if self._signed_in(credential) is None:
             return self._unauthorized(request, page=False)
+        if _navigation(request):  # an EventSource asks for text/event-stream, not HTML
+            return RedirectResponse("/", status_code=303)
         service, heartbeat = self.service, self.heartbeat
 
         async def stream() -> AsyncIterator[str]:
@@ -543,19 +555,67 @@ class _Pages:
         view = self.service.pause(viewer, request.path_params["token_id"])
         if view is None:
             return self._render(request, "missing.html", {"viewer": viewer}, status=404)
-        context = {"viewer": viewer, "pause": view, "now": self.service.clock()}
-        return self._render(request, "detail.html", context)
+        return self._render(request, "detail.html", self._detail_context(viewer, view))
+
+    def _detail_context(
+        self,
+        viewer: Viewer,
+        view: PauseView,
+        problem: str = "",
+        given: Mapping[str, list[str]] | None = None,
+    ) -> dict[str, Any]:
+        """The pause's page: ``problem`` beside the Send button and the form as the person
+        filled it (``given``) when an answer sent without the page's script was not taken."""
+        interactions = self.service.tl.interactions
+        start = ""
+        if not view.questions and view.tool is None and view.interaction in interactions:
+            start = skeleton(interactions.get(view.interaction).response_schema)
+        return {
+            "viewer": viewer,
+            "pause": view,
+            "now": self.service.clock(),
+            "skeleton": start,
+            "problem": problem,
+            "given": given or {},
+            "answered_by": self.service.answered_by(viewer, view.token_id),
+        }
+
+    def _answer_page(
+        self,
+        request: Request,
+        viewer: Viewer,
+        status: int,
+        problem: str,
+        given: Mapping[str, list[str]] | None = None,
+    ) -> Response:
+        """The pause's page again, its form fresh (this session's CSRF token) with ``problem``
+        beside the Send button and ``given`` filled back in -- what a mistake made without the
+        page's script leads to, rather than a page that loses the form."""
+        view = self.service.pause(viewer, request.path_params["token_id"])
+        if view is None:
+            return self._render(request, "missing.html", {"viewer": viewer}, status=404)
+        context = self._detail_context(viewer, view, problem, given)
+        return self._render(request, "detail.html", context, status=status)
+
+    async def http_error(self, request: Request, exc: Exception) -> Response:
+        """Starlette's own refusals (no such route, a method a route does not take) as the
+        inbox's: a page for a person, JSON for a script."""
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        words = {404: "there is no such page here", 405: "this page does not take that request"}
+        return self._refused(request, status, words.get(status, f"refused ({status})"))
 
     async def state(self, request: Request) -> Response:
         viewer = self._viewer(request)
         if viewer is None:
             return self._unauthorized(request, page=False)
+        if _navigation(request):  # the page's script asks this; a person wants the pause
+            return RedirectResponse(f"/pause/{request.path_params['token_id']}", status_code=303)
         view = self.service.pause(viewer, request.path_params["token_id"])
         if view is None:
             return JSONResponse({"status": "gone", "words": "no longer available"})
         words = {
             "pending": "waiting for an answer",
-            "answered": "already answered",
+            "answered": "already answered",  # the page's script says by whom it knows
             "expired": "expired: the pause's window closed before an answer",
         }[view.status]
         return JSONResponse({"status": view.status, "words": words})
@@ -568,12 +628,20 @@ class _Pages:
         form = await self._form(request)
         if not self._csrf_ok(form, self._session(request)):
             await form.close()
+            if _wants_json(request):
+                words = (
+                    "this form is out of date (the inbox restarted since it was shown, or you "
+                    "signed in again): reload the pause and answer again; nothing was sent"
+                )
+                back = f"/pause/{token_id}"
+                return self._refused(request, 403, words, back=back, error=CSRF_REFUSED)
+            # The page again with a fresh form, empty: what a form that fails this check said
+            # is not filled back in (it may not be this person's).
             words = (
-                "this form is out of date (the inbox restarted since it was shown, or you "
-                "signed in again): reload the pause and answer again; nothing was sent"
+                "Nothing was sent: this form was out of date (the inbox restarted, or you signed "
+                "in again). Here it is again; answer once more."
             )
-            back = f"/pause/{token_id}"
-            return self._refused(request, 403, words, back=back, error=CSRF_REFUSED)
+            return self._answer_page(request, viewer, 403, words)
         fields = {
             key: [v for v in form.getlist(key) if isinstance(v, str)]
             for key in form
@@ -587,12 +655,16 @@ class _Pages:
         except Closed as exc:
             return self._said(request, 409, "closed", str(exc))
         except FormProblem as exc:
+            if not _wants_json(request):
+                return self._answer_page(request, viewer, 422, str(exc), fields)
             return self._said(request, 422, "invalid", str(exc))
         except (TurnlogError, KafkaError, OSError, TimeoutError) as exc:
             # Kafka unreachable (past the outage budget), or the publish failed: nothing was
             # taken, so the person may simply send again.
             log.warning("inbox: could not publish an answer to %s: %s", token_id, exc)
             words = "could not send the answer just now (Kafka is not reachable); try again"
+            if not _wants_json(request):
+                return self._answer_page(request, viewer, 503, words, fields)
             return self._said(request, 503, "unavailable", words)
         if _wants_json(request):
             return JSONResponse({"state": "sent", "answer_id": answer_id}, status_code=202)
@@ -619,4 +691,5 @@ class _Pages:
         if _wants_json(request):
             return JSONResponse({k: visible(v, multiline=True) for k, v in found.items()})
         context = {"viewer": viewer, "state": found["state"], "words": found.get("words", "")}
+        context["decision"] = found.get("decision", "")
         return self._render(request, "outcome.html", context)

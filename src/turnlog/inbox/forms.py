@@ -24,7 +24,9 @@ MAX_TEXT: Final = 10_000
 
 #: What a person reads for each refusal: a rule's name is for logs, not for the page.
 PLAIN_WORDS: Final[Mapping[str, str]] = {
-    RefusalReason.ALREADY_CONSUMED: "already answered",
+    # Not "already answered": beside a Reject button, "rejected: already answered" read as if
+    # the person's own decision had been refused.
+    RefusalReason.ALREADY_CONSUMED: "someone else answered first",
     RefusalReason.PAUSE_EXPIRED: "the pause expired before the answer arrived",
     RefusalReason.TOKEN_EXPIRED: "the pause expired before the answer arrived",
     RefusalReason.TOKEN_NOT_YET_VALID: "the pause is not open yet",
@@ -42,6 +44,93 @@ PLAIN_WORDS: Final[Mapping[str, str]] = {
 def plain_words(reason: str) -> str:
     """The page's words for a refusal reason (a rule not listed reads as itself, spaced)."""
     return PLAIN_WORDS.get(reason, "refused: " + reason.replace("_", " "))
+
+
+#: What happens once the worker took the answer, by what the person decided: the page says
+#: what comes next, never a bare "resumed" (beside a rejection it read as "the call ran").
+NEXT_STEP: Final[Mapping[str, str]] = {
+    "answer": "sent: the agent continues with your answer",
+    approvals.APPROVE: "sent: the agent runs the call",
+    approvals.EDIT: "sent: the agent runs the call with your edited arguments",
+    approvals.REJECT: "sent: the agent continues with your rejection",
+}
+
+#: Python's JSON parser messages, as a person reads them.
+_JSON_WORDS: Final = (
+    ("Expecting property name", "a name in double quotes was expected (or a comma is extra)"),
+    ("Expecting ',' delimiter", "a comma is missing"),
+    ("Expecting ':' delimiter", "a colon is missing after a name"),
+    ("Expecting value", "a value was expected (text needs double quotes)"),
+    ("Unterminated string", "a text has no closing double quote"),
+    ("Invalid control character", "a text holds a line break or tab (write \\n or \\t)"),
+    ("Invalid \\escape", "a backslash starts no valid escape"),
+    ("Extra data", "there is more after the end of the JSON"),
+)
+
+
+def decision_of(form: Mapping[str, Sequence[str]]) -> str:
+    """The key of :data:`NEXT_STEP` for a form: its approval decision, else an answer."""
+    decision = (form.get("decision") or ("",))[0]
+    return decision if decision in NEXT_STEP else "answer"
+
+
+def loads(text: str, what: str) -> Any:
+    """``text`` as JSON, or :class:`FormProblem` saying where (line and column) and what is
+    wrong in plain words -- not the parser's own message."""
+    if not text.strip():
+        raise FormProblem(f"{what}: empty; write it as JSON")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        said = next((plain for key, plain in _JSON_WORDS if exc.msg.startswith(key)), "")
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise FormProblem(f"{what}: not valid JSON at {where}: {said or 'not JSON'}") from None
+    except RecursionError:
+        raise FormProblem(f"{what}: nested deeper than JSON may be here") from None
+
+
+def skeleton(schema: Any) -> str:
+    """A starting point for a response of the Avro record ``schema``: every field without a
+    default, each with a placeholder of its type (``""``, ``0``, ``false``, ``[]``, an enum's
+    first symbol, a nested record's own skeleton), as indented JSON. Empty for a schema this
+    cannot follow (the person then writes the JSON whole)."""
+    try:
+        return json.dumps(_placeholder(schema, {}, 0), indent=2, ensure_ascii=False)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return ""
+
+
+def _placeholder(schema: Any, named: dict[str, Any], depth: int) -> Any:
+    if depth > 20:
+        raise ValueError("too deep")
+    if isinstance(schema, list):  # a union: its first branch that is not null
+        branches = [b for b in schema if b != "null"]
+        return _placeholder(branches[0], named, depth + 1) if branches else None
+    if isinstance(schema, str):
+        simple: dict[str, Any] = {"null": None, "boolean": False, "int": 0, "long": 0}
+        simple |= {"float": 0.0}
+        simple |= {"double": 0.0, "string": "", "bytes": ""}
+        if schema in simple:
+            return simple[schema]
+        return _placeholder(named[schema], named, depth + 1)
+    kind = schema["type"]
+    if "name" in schema and kind in ("record", "enum", "fixed"):
+        named[schema["name"]] = schema
+    if kind == "record":
+        return {
+            f["name"]: _placeholder(f["type"], named, depth + 1)
+            for f in schema["fields"]
+            if "default" not in f
+        }
+    if kind == "enum":
+        return schema["symbols"][0]
+    if kind == "array":
+        return []
+    if kind == "map":
+        return {}
+    if kind == "fixed":
+        return ""
+    return _placeholder(kind, named, depth + 1)
 
 
 class FormProblem(ValueError):
@@ -67,11 +156,7 @@ def response_for(pause: PauseView, form: Form) -> Any:
         return _ask_user(pause, form)
     if pause.interaction == APPROVE_TOOL_CALL and pause.tool is not None:
         return _approval(pause, form)
-    text = _one(form, "response").strip()
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise FormProblem(f"the response must be JSON: {exc}") from None
+    return loads(_one(form, "response"), "the response")
 
 
 def _ask_user(pause: PauseView, form: Form) -> Any:
@@ -112,10 +197,7 @@ def edited_arguments(text: str, original: Any) -> Any:
     the tool, so the call's own arguments stand for it): JSON; an object when the model's were
     one, with no name the call did not have and each value of the same JSON type as before --
     an edit changes values, it does not invent parameters or shapes the tool may not take."""
-    try:
-        edited = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise FormProblem(f"the edited arguments are not JSON: {exc}") from None
+    edited = loads(text, "the edited arguments")
     if isinstance(original, dict):
         if not isinstance(edited, dict):
             raise FormProblem("the edited arguments must be a JSON object, like the call's")

@@ -33,7 +33,7 @@ from turnlog.contracts.axes import Axes
 from turnlog.contracts.refusals import RefusalReason, Refused
 from turnlog.errors import StoreError
 from turnlog.inbox.auth import ALL_SCOPES, Viewer
-from turnlog.inbox.forms import Form, plain_words, response_for
+from turnlog.inbox.forms import NEXT_STEP, Form, decision_of, plain_words, response_for
 from turnlog.inbox.views import ANSWERED, LIST_LIMIT, PENDING, PauseView, pause_view, pending_for
 from turnlog.projections.store import Store
 from turnlog.tokens import PauseClaims, TokenIssuer
@@ -63,6 +63,7 @@ class _Sent:
     token_id: str
     thread_id: str
     outcome: asyncio.Task[AnswerOutcome]
+    decision: str = "answer"  # a key of NEXT_STEP: what the agent does once it is taken
     words: dict[str, str] = field(default_factory=dict)
 
 
@@ -242,7 +243,8 @@ class InboxService:
         task = asyncio.create_task(
             self.tl.outcome(answer_id, thread_id=view.thread_id, timeout=self._outcome_timeout)
         )
-        self._sent[answer_id] = _Sent(viewer.identity, token_id, view.thread_id, task)
+        sent_by = viewer.identity
+        self._sent[answer_id] = _Sent(sent_by, token_id, view.thread_id, task, decision_of(form))
         self._forget_old()
         log.info("inbox: %s answered pause %s (answer %s)", viewer.name, token_id, answer_id)
         return answer_id
@@ -256,9 +258,19 @@ class InboxService:
             if self._by_token.get(sent.token_id) == answer_id:
                 del self._by_token[sent.token_id]  # the projection says answered from here on
 
+    def answered_by(self, viewer: Viewer, token_id: str) -> str | None:
+        """Who answered ``token_id``, as its page says it: ``"you"`` when ``viewer`` sent the
+        answer this inbox saw taken, else ``None`` (the page then says only that it was)."""
+        sent = self._sent.get(self._by_token.get(token_id) or "")
+        if sent is None or sent.viewer != viewer.identity or not sent.outcome.done():
+            return None
+        taken = not sent.outcome.cancelled() and sent.outcome.exception() is None
+        return "you" if taken and sent.outcome.result().accepted else None
+
     async def outcome(self, viewer: Viewer, answer_id: str, wait: float) -> dict[str, str] | None:
-        """``{"state": "resumed"}``, ``{"state": "rejected", "words": ...}`` or ``{"state":
-        "waiting"}`` after ``wait`` seconds; ``None`` for an answer ``viewer`` did not send --
+        """``{"state": "resumed", "words": <what happens next>, "decision": ...}``, ``{"state":
+        "rejected", "words": ..., "reason": ...}`` or ``{"state": "waiting"}`` after ``wait``
+        seconds; ``None`` for an answer ``viewer`` did not send --
         by identity (issuer, subject, scopes): another tenant's ``alice`` is another viewer."""
         sent = self._sent.get(answer_id)
         if sent is None or sent.viewer != viewer.identity:
@@ -277,7 +289,8 @@ class InboxService:
             return sent.words
         found = task.result()
         if found.accepted:
-            sent.words = {"state": "resumed", "words": "resumed"}
+            words = NEXT_STEP[sent.decision]
+            sent.words = {"state": "resumed", "words": words, "decision": sent.decision}
         else:
             reason = found.reason or ""
             sent.words = {"state": "rejected", "words": plain_words(reason), "reason": reason}

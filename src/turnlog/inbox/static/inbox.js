@@ -9,6 +9,36 @@ function say(el, text, cls) {
   if (cls) el.className = el.className.replace(/\bstate-\S+/g, "").trim() + " " + cls;
 }
 
+// The same two units as the server's duration(): 3d 4h, 5h 12m, 7m 3s, 42s.
+function duration(ms) {
+  const seconds = Math.max(0, Math.floor(ms / 1000));
+  const days = Math.floor(seconds / 86400);
+  const hours = Math.floor((seconds % 86400) / 3600);
+  const minutes = Math.floor((seconds % 3600) / 60);
+  const secs = seconds % 60;
+  if (days) return `${days}d ${hours}h`;
+  if (hours) return `${hours}h ${minutes}m`;
+  if (minutes) return `${minutes}m ${secs}s`;
+  return `${secs}s`;
+}
+
+// "Waiting" and "Time left" count, from the server's values: the page was rendered at
+// data-now by the server's clock, so this browser's clock only measures the time since.
+function countdowns() {
+  const counts = document.querySelectorAll("time.count[data-now]");
+  if (!counts.length) return;
+  const loaded = Date.now();
+  function tick() {
+    const elapsed = Date.now() - loaded;
+    for (const el of counts) {
+      const now = Date.parse(el.dataset.now) + elapsed;
+      if (el.dataset.from) el.textContent = duration(now - Date.parse(el.dataset.from));
+      else if (el.dataset.until) el.textContent = duration(Date.parse(el.dataset.until) - now);
+    }
+  }
+  window.setInterval(tick, 1000);
+}
+
 function liveIds(onIds) {
   const source = new EventSource("/events");
   source.addEventListener("pending", (e) => onIds(JSON.parse(e.data)));
@@ -61,6 +91,21 @@ function detailPage() {
   const outcome = document.getElementById("outcome");
   const problem = document.getElementById("form-problem");
   let mine = false;
+  countdowns();
+
+  // The outcome is shown beside the Send button and brought into sight (on a phone the
+  // button may be at the bottom of a long page).
+  function tell(text, cls) {
+    say(outcome, text, cls);
+    if (outcome && text) outcome.scrollIntoView({ block: "nearest" });
+  }
+
+  function reopen() {
+    if (!form) return;
+    for (const el of form.elements) el.disabled = false;
+    form.removeAttribute("aria-disabled");
+    mine = false;
+  }
 
   function close(words) {
     if (form) {
@@ -90,18 +135,40 @@ function detailPage() {
         credentials: "same-origin",
       });
       if (!r.ok) {
-        say(outcome, "could not learn the outcome (" + r.status + ")", "state-unknown");
+        tell("could not learn the outcome (" + r.status + "): reload the page", "state-unknown");
         return;
       }
       const found = await r.json();
       if (found.state === "waiting") {
-        say(outcome, "sent; waiting for the worker…", "state-waiting");
+        tell("sent; waiting for the worker…", "state-waiting");
         continue;
       }
-      if (found.state === "resumed") say(outcome, "resumed", "state-resumed");
-      else if (found.state === "rejected") say(outcome, "rejected: " + found.words, "state-rejected");
-      else say(outcome, found.words, "state-unknown");
+      if (found.state === "resumed") {
+        say(status, "Answered by you");
+        tell(found.words, found.decision === "reject" ? "state-continues" : "state-resumed");
+      } else if (found.state === "rejected") {
+        // The status agrees with the outcome: not "Answered by you" beside a refusal.
+        const first = found.reason === "already_consumed";
+        say(status, first ? "Answered by someone else" : "Not answered: your answer was not taken");
+        tell(found.words, "state-refused");
+        if (!first && found.reason !== "pause_expired") reopen();
+      } else tell(found.words, "state-unknown");
       return;
+    }
+  }
+
+  // This session's CSRF token, from the page as the inbox serves it now, into every form.
+  async function refresh() {
+    try {
+      const r = await fetch(window.location.pathname, { credentials: "same-origin" });
+      if (!r.ok) return false;
+      const doc = new DOMParser().parseFromString(await r.text(), "text/html");
+      const fresh = doc.querySelector("#answer-form input[name=csrf]");
+      if (!fresh) return false;
+      for (const el of document.querySelectorAll("input[name=csrf]")) el.value = fresh.value;
+      return true;
+    } catch (err) {
+      return false;
     }
   }
 
@@ -111,7 +178,7 @@ function detailPage() {
     say(problem, "");
     const button = form.querySelector("button[type=submit]");
     button.disabled = true;
-    say(outcome, "sending…", "state-waiting");
+    tell("sending…", "state-waiting");
     mine = true;
     let r;
     try {
@@ -130,8 +197,8 @@ function detailPage() {
     }
     const body = await r.json().catch(() => ({ words: "unexpected reply " + r.status }));
     if (r.status === 202) {
-      close("Answered by you");
-      say(outcome, "sent; waiting for the worker…", "state-waiting");
+      close("Sent by you; waiting for the worker");
+      tell("sent; waiting for the worker…", "state-waiting");
       follow(body.answer_id);
     } else if (r.status === 422) {
       mine = false;
@@ -139,9 +206,24 @@ function detailPage() {
       say(outcome, "");
       say(problem, body.words);
       problem.focus();
+    } else if (r.status === 403 && String(body.error).includes("CSRF") && (await refresh())) {
+      // The inbox restarted (or this session signed in again) since the page was shown: the
+      // page's forms are fresh now, the person's input kept; nothing was sent.
+      mine = false;
+      button.disabled = false;
+      say(outcome, "");
+      say(problem, "Nothing was sent: this form was out of date (the inbox restarted, or you " +
+        "signed in again). It is fresh now: send again.");
+      problem.focus();
+    } else if (r.status === 503) {
+      mine = false;
+      button.disabled = false;
+      say(outcome, "");
+      say(problem, body.words);
+      problem.focus();
     } else {
-      close(body.words || body.error);
-      say(outcome, body.words || body.error, "state-rejected");
+      close(r.status === 409 ? "Not answered by you" : "Not answered");
+      tell(body.words || body.error, "state-refused");
     }
   });
 }
