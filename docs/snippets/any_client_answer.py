@@ -25,7 +25,7 @@ from aiokafka import AIOKafkaProducer
 
 SCHEMA = fastavro.parse_schema(json.loads(Path("schemas/AnswerSubmitted.avsc").read_text()))
 # C3 01, then the CRC-64-AVRO fingerprint of the schema's parsing canonical form, as on the wire.
-HEADER = bytes.fromhex("c301") + bytes.fromhex("a6f14a8c00a14244")
+HEADER = bytes.fromhex("c301") + bytes.fromhex("2cb003916fd4561e")
 
 
 def murmur2(data: bytes) -> int:

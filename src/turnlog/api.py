@@ -270,6 +270,8 @@ class Turnlog:
         call_id: str,
         answer_id: str | None = None,
         traceparent: str | None = None,
+        answered_by: str | None = None,
+        answered_by_issuer: str | None = None,
     ) -> PublishedAnswer:
         """Check the answer, then publish it; :class:`~turnlog.contracts.refusals.Refused`
         (``.refusal.reason``) and nothing written when the token, an axis or the response
@@ -281,6 +283,9 @@ class Turnlog:
         The four axes are never defaulted from the token: the answering side states them.
         Reusing ``answer_id`` on a retry makes the retry the same fact (consumed at most once).
         ``traceparent`` is the pause's (``paused.traceparent``): the answer joins its trace.
+        ``answered_by`` is who answers, as the caller verified them (``answered_by_issuer``: who
+        vouched for it, e.g. a sign-in's issuer): kept on the answer record, shown in the
+        pause's trail (``turnlog trail``), never trusted by the worker.
         """
         self._check_open("answer")
         self._raise_worker_failure()
@@ -294,6 +299,8 @@ class Turnlog:
             run_id=run_id,
             call_id=call_id,
             answer_id=answer_id,
+            answered_by=answered_by,
+            answered_by_issuer=answered_by_issuer,
         )
         self._publisher.precheck(candidate)  # axes, size, token, axes against the token
         # Step 4 before Kafka: the response against the schema of the interaction the (verified)

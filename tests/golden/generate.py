@@ -26,8 +26,9 @@ def main() -> None:
     for name, value in module.GOLDEN.items():
         (HERE / f"{name}.bin").write_bytes(codec.encode(value))
         print(f"wrote {name}.bin")
-    (HERE / f"{module.V1_NAME}.bin").write_bytes(module.encode_v1(module.V1_VALUE))
-    print(f"wrote {module.V1_NAME}.bin")
+    for name in module.HISTORY:
+        (HERE / f"{name}.bin").write_bytes(module.encode_old(name))
+        print(f"wrote {name}.bin")
 
 
 if __name__ == "__main__":

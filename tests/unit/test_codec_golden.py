@@ -107,6 +107,8 @@ GOLDEN: dict[str, WireValue] = {
         call_id=None,
         response_json='{"selected":["yes"]}',
         submitted_at=_AT,
+        answered_by="alice",
+        answered_by_issuer="https://sso.example.com",
     ),
     "TokenConsumed": TokenConsumed(
         **_EVENT,
@@ -138,16 +140,24 @@ GOLDEN: dict[str, WireValue] = {
     "TurnResumed": _RESUMED,
 }
 
-#: A TurnResumed as the v1 schema (before ``answered``) wrote it: today's reader fills in None.
-V1_NAME = "TurnResumed.v1"
-V1_VALUE = replace(_RESUMED, answered=None)
+#: Values as an earlier schema version wrote them, and the fields it did not have: today's
+#: reader fills those in with their defaults. Name: ``<type>.<version>``, as in schemas/history.
+HISTORY: dict[str, tuple[WireValue, tuple[str, ...]]] = {
+    "TurnResumed.v1": (replace(_RESUMED, answered=None), ("answered",)),
+    "AnswerSubmitted.v1": (
+        replace(GOLDEN["AnswerSubmitted"], answered_by=None, answered_by_issuer=None),  # type: ignore[type-var]
+        ("answered_by", "answered_by_issuer"),
+    ),
+}
 
 
-def encode_v1(value: TurnResumed) -> bytes:
-    """``value`` written as a build that only knew TurnResumed v1 would have written it."""
-    schema = json.loads((codec.schemas_dir() / "history" / f"{V1_NAME}.avsc").read_text("utf-8"))
+def encode_old(name: str) -> bytes:
+    """``HISTORY[name]`` written as a build that only knew that schema version would have."""
+    value, missing = HISTORY[name]
+    schema = json.loads((codec.schemas_dir() / "history" / f"{name}.avsc").read_text("utf-8"))
     record = to_record(value)
-    del record["answered"]
+    for field_name in missing:
+        del record[field_name]
     body = io.BytesIO()
     fastavro.schemaless_writer(body, fastavro.parse_schema(schema), record)
     header = bytes.fromhex(fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO"))
@@ -168,13 +178,14 @@ def test_the_expected_value_encodes_to_the_committed_bytes(name: str) -> None:
     assert codec.encode(GOLDEN[name]) == _golden(name)
 
 
-def test_committed_v1_bytes_still_decode() -> None:
-    data = _golden(V1_NAME)
-    assert data[2:10] != codec.fingerprint_of("TurnResumed")
-    assert data == encode_v1(V1_VALUE)
-    assert codec.decode(data) == V1_VALUE
+@pytest.mark.parametrize("name", sorted(HISTORY))
+def test_committed_bytes_of_earlier_versions_still_decode(name: str) -> None:
+    data = _golden(name)
+    assert data[2:10] != codec.fingerprint_of(name.split(".")[0])
+    assert data == encode_old(name)
+    assert codec.decode(data) == HISTORY[name][0]
 
 
 def test_the_golden_set_covers_every_wire_type_and_nothing_else() -> None:
     assert set(GOLDEN) == set(WIRE_TYPES)
-    assert {p.stem for p in GOLDEN_DIR.glob("*.bin")} == {*GOLDEN, V1_NAME}
+    assert {p.stem for p in GOLDEN_DIR.glob("*.bin")} == {*GOLDEN, *HISTORY}

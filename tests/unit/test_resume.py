@@ -499,8 +499,10 @@ CASES: dict[RefusalReason, Case] = {
 def test_every_reason_the_function_can_give_has_a_case() -> None:
     # The record-level refusals are the handler's (tests/unit/test_handler.py): bytes that never
     # became an AnswerSubmitted, a record on the wrong partition, a failure no rule names, and an
-    # output that would not fit the topic.
+    # output that would not fit the topic -- and a token whose pause a newer one replaced, which
+    # the handler tells apart from no_recorded_turn_state by asking the store.
     assert set(CASES) == set(RefusalReason) - {
+        RefusalReason.PAUSE_SUPERSEDED,
         RefusalReason.ANSWER_UNDECODABLE,
         RefusalReason.MISROUTED,
         RefusalReason.ANSWER_UNPROCESSABLE,

@@ -11,7 +11,8 @@ from turnlog.cli import services
 from turnlog.cli import admin
 from turnlog.cli import status
 from turnlog.cli import audit
+from turnlog.cli import trail
 from turnlog.cli import inbox
 from turnlog.cli import notify as notify  # registers `turnlog notify`
 
-__all__ = ["admin", "app", "audit", "inbox", "main", "services", "status", "turns"]
+__all__ = ["admin", "app", "audit", "inbox", "main", "services", "status", "trail", "turns"]

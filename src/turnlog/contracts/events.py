@@ -60,6 +60,10 @@ class AnswerSubmitted(Event):
     call_id: str | None
     response_json: str
     submitted_at: datetime
+    #: Who sent it, as the publisher verified them (the inbox: its viewer's subject and issuer);
+    #: kept for the pause's trail, never trusted by the worker. ``None``: the publisher did not say.
+    answered_by: str | None = None
+    answered_by_issuer: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -134,8 +134,12 @@ class AnswerPublisher(Lifecycle):
         run_id: str | None,
         call_id: str | None,
         answer_id: str | None = None,
+        answered_by: str | None = None,
+        answered_by_issuer: str | None = None,
     ) -> AnswerSubmitted:
-        """The answer event, unchecked. ``response`` may be JSON text or a JSON-able value."""
+        """The answer event, unchecked. ``response`` may be JSON text or a JSON-able value;
+        ``answered_by`` (and who vouched for it, ``answered_by_issuer``) is who sends it, as
+        this publisher verified them: kept on the record for the pause's trail."""
         response_json = response if isinstance(response, str) else json.dumps(response)
         try:
             thread = peek_claims(token).get("thread_id")
@@ -155,6 +159,8 @@ class AnswerPublisher(Lifecycle):
             call_id=call_id,
             response_json=response_json,
             submitted_at=now,
+            answered_by=answered_by,
+            answered_by_issuer=answered_by_issuer,
         )
 
     def precheck(self, answer: AnswerSubmitted) -> None:
@@ -206,6 +212,8 @@ class AnswerPublisher(Lifecycle):
         call_id: str | None,
         answer_id: str | None = None,
         traceparent: str | tracing.TraceParent | None = None,
+        answered_by: str | None = None,
+        answered_by_issuer: str | None = None,
     ) -> PublishedAnswer:
         """Check, then publish; a refusal raises :class:`Refused` and nothing is written.
 
@@ -220,6 +228,8 @@ class AnswerPublisher(Lifecycle):
             run_id=run_id,
             call_id=call_id,
             answer_id=answer_id,
+            answered_by=answered_by,
+            answered_by_issuer=answered_by_issuer,
         )
         self.precheck(answer)
         return await self.publish_unchecked(answer, traceparent=traceparent)

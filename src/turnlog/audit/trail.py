@@ -1,0 +1,187 @@
+"""One thread's trail, from the log alone: paused, answered by whom, resumed, refused, expired.
+
+What happened to a pause is spread over five topics -- the pause, each answer (with who sent it,
+as its publisher verified them), the token's consumption, the resumed turn or the refusal, an
+expiry. Every one of them is keyed by the thread and lands on the thread's partition, so the
+trail reads that partition of each topic ``read_committed`` from its beginning to the end it had
+when the read began, keeps the thread's records and orders them by when they happened. Like
+``turnlog audit`` it needs no store and no signing key; a record that does not decode is
+skipped (the worker refused it already, on the rejections topic).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from turnlog.contracts.events import (
+    AnswerRejected,
+    AnswerSubmitted,
+    PauseExpired,
+    PauseRecorded,
+    TokenConsumed,
+    TurnResumed,
+)
+from turnlog.errors import DecodeError
+from turnlog.kafka import clients
+from turnlog.kafka.internals import refresh_metadata
+from turnlog.kafka.partitioning import check_thread_id, partition_for
+from turnlog.kafka.reader import close_consumer
+from turnlog.kafka.topics import TopicSet
+from turnlog.settings import Settings
+from turnlog.tokens.peek import peek_claims
+from turnlog.wire.codec import decode
+
+
+@dataclass(frozen=True, slots=True)
+class TrailEntry:
+    """One fact of the thread's trail: ``what`` happened ``at``, to which token and answer."""
+
+    at: datetime
+    what: str  # paused, answered, spent, resumed, refused, expired
+    token_id: str | None
+    answer_id: str | None
+    detail: str
+    answered_by: str | None = None
+    answered_by_issuer: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": self.at.isoformat(),
+            "what": self.what,
+            "token_id": self.token_id,
+            "answer_id": self.answer_id,
+            "detail": self.detail,
+            "answered_by": self.answered_by,
+            "answered_by_issuer": self.answered_by_issuer,
+        }
+
+
+def entry_of(event: object) -> TrailEntry | None:
+    """The trail's entry for one decoded record (``None``: not one the trail shows)."""
+    if isinstance(event, PauseRecorded):
+        cp = event.checkpoint
+        detail = f"{event.response_schema} on call {cp.tool_call_id} of checkpoint "
+        detail += f"{cp.checkpoint_id}, open until {event.expires_at.isoformat()}"
+        return TrailEntry(event.occurred_at, "paused", event.token_id, None, detail)
+    if isinstance(event, AnswerSubmitted):
+        try:
+            token_id = peek_claims(event.token).get("jti")
+        except Exception:  # noqa: BLE001 - an unreadable token is refused by the worker
+            token_id = None
+        who = event.answered_by or "someone the publisher did not name"
+        via = f" (vouched for by {event.answered_by_issuer})" if event.answered_by_issuer else ""
+        return TrailEntry(
+            event.submitted_at,
+            "answered",
+            token_id if isinstance(token_id, str) else None,
+            event.answer_id,
+            f"by {who}{via}",
+            event.answered_by,
+            event.answered_by_issuer,
+        )
+    if isinstance(event, TokenConsumed):
+        detail = "spent by the answer" if event.outcome == "resumed" else "spent by its expiry"
+        return TrailEntry(
+            event.occurred_at, "spent", event.token_id, event.answer_id or None, detail
+        )
+    if isinstance(event, TurnResumed):
+        detail = f"the turn continues ({len(event.history)} messages)"
+        return TrailEntry(event.occurred_at, "resumed", event.token_id, event.answer_id, detail)
+    if isinstance(event, AnswerRejected):
+        detail = f"{event.reason} (step {event.step}): {event.detail}"
+        return TrailEntry(event.occurred_at, "refused", event.token_id, event.answer_id, detail)
+    if isinstance(event, PauseExpired):
+        detail = "its window closed unanswered"
+        return TrailEntry(event.occurred_at, "expired", event.token_id, None, detail)
+    return None
+
+
+async def read_trail(
+    settings: Settings,
+    thread_id: str,
+    *,
+    topics: TopicSet | None = None,
+    token_id: str | None = None,
+    timeout: float = 60.0,
+) -> list[TrailEntry]:
+    """The thread's trail (of ``token_id``'s pause only, if given), oldest first."""
+    thread = check_thread_id(thread_id)
+    topic_set = topics or TopicSet.from_settings(settings)
+    names = (
+        topic_set.pauses,
+        topic_set.answers,
+        topic_set.consumptions,
+        topic_set.resumed,
+        topic_set.rejections,
+    )
+    consumer = clients.consumer(
+        settings,
+        client_id="turnlog-trail",
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+    )
+    entries: list[TrailEntry] = []
+    try:
+        async with asyncio.timeout(timeout):
+            await consumer.start()
+            await refresh_metadata(consumer)  # a consumer with no subscription has none yet
+            parts = []
+            for name in names:
+                partitions = consumer.partitions_for_topic(name) or set()
+                if partitions:
+                    parts.append(TopicPartition(name, partition_for(thread, len(partitions))))
+            if not parts:
+                return []  # no topics yet: nothing happened here
+            consumer.assign(parts)
+            await consumer.seek_to_beginning(*parts)
+            ends = await consumer.end_offsets(parts)
+            left = {tp for tp in parts if ends[tp] > 0}
+            while left:
+                batch = await consumer.getmany(*left, timeout_ms=500)
+                for records in batch.values():
+                    for record in records:
+                        entry = _entry(record.value, thread)
+                        if entry is not None:
+                            entries.append(entry)
+                for tp in list(left):
+                    if await consumer.position(tp) >= ends[tp]:
+                        left.discard(tp)
+    finally:
+        await close_consumer(consumer)
+    if token_id is not None:
+        entries = [e for e in entries if e.token_id == token_id or _answers(entries, e, token_id)]
+    order = {"paused": 0, "answered": 1, "spent": 2, "resumed": 3, "refused": 3, "expired": 3}
+    return sorted(entries, key=lambda e: (e.at, order[e.what]))
+
+
+def _answers(entries: list[TrailEntry], entry: TrailEntry, token_id: str) -> bool:
+    """A refusal without a token id (a token that did not verify) still belongs to the pause
+    when its answer named that token."""
+    return entry.answer_id is not None and any(
+        e.what == "answered" and e.answer_id == entry.answer_id and e.token_id == token_id
+        for e in entries
+    )
+
+
+def _entry(value: bytes | None, thread: str) -> TrailEntry | None:
+    if value is None:
+        return None
+    try:
+        event = decode(value)
+    except DecodeError:
+        return None
+    if getattr(event, "thread_id", None) != thread and not (
+        isinstance(event, PauseRecorded) and event.checkpoint.thread_id == thread
+    ):
+        return None
+    return entry_of(event)
+
+
+__all__ = ["TrailEntry", "entry_of", "read_trail"]
