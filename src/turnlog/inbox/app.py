@@ -594,7 +594,9 @@ class _Pages:
         view = self.service.pause(viewer, request.path_params["token_id"])
         if view is None:
             return self._render(request, "missing.html", {"viewer": viewer}, status=404)
-        context = self._detail_context(viewer, view, problem, given)
+        # A browser sends a textarea's line breaks as CRLF: shown back as the person typed them.
+        typed = {k: [v.replace("\r\n", "\n") for v in vs] for k, vs in (given or {}).items()}
+        context = self._detail_context(viewer, view, problem, typed)
         return self._render(request, "detail.html", context, status=status)
 
     async def http_error(self, request: Request, exc: Exception) -> Response:
@@ -653,7 +655,7 @@ class _Pages:
         except LookupError:
             return self._said(request, 404, "not found", "no such pause to answer")
         except Closed as exc:
-            return self._said(request, 409, "closed", str(exc))
+            return self._said(request, 409, "closed", str(exc), exc.reason)
         except FormProblem as exc:
             if not _wants_json(request):
                 return self._answer_page(request, viewer, 422, str(exc), fields)
@@ -670,10 +672,13 @@ class _Pages:
             return JSONResponse({"state": "sent", "answer_id": answer_id}, status_code=202)
         return RedirectResponse(f"/answers/{answer_id}", status_code=303)
 
-    def _said(self, request: Request, status: int, state: str, words: str) -> Response:
+    def _said(
+        self, request: Request, status: int, state: str, words: str, reason: str = ""
+    ) -> Response:
         if _wants_json(request):
             shown = visible(words, multiline=True)
-            return JSONResponse({"state": state, "words": shown}, status_code=status)
+            said = {"state": state, "words": shown} | ({"reason": reason} if reason else {})
+            return JSONResponse(said, status_code=status)
         context = {"viewer": self._viewer(request), "state": state, "words": words}
         return self._render(request, "outcome.html", context, status=status)
 

@@ -54,7 +54,12 @@ _FINAL = frozenset({RefusalReason.ALREADY_CONSUMED.value, RefusalReason.PAUSE_EX
 
 
 class Closed(Exception):
-    """The pause cannot be answered (any more); the message is the page's plain words."""
+    """The pause cannot be answered (any more); the message is the page's plain words, and
+    ``reason`` the refusal's rule when there is one (the page's status follows it)."""
+
+    def __init__(self, words: str, reason: str = "") -> None:
+        super().__init__(words)
+        self.reason = reason
 
 
 @dataclass
@@ -216,7 +221,8 @@ class InboxService:
         if view is None:
             raise LookupError(token_id)
         if token_id in self._by_token or view.status == ANSWERED:
-            raise Closed(plain_words(RefusalReason.ALREADY_CONSUMED))
+            consumed = RefusalReason.ALREADY_CONSUMED
+            raise Closed(plain_words(consumed), consumed.value)
         if view.status != PENDING or view.expires_at <= self.clock():
             raise Closed("expired: the pause's window closed before an answer")
         response = response_for(view, form)
@@ -234,7 +240,8 @@ class InboxService:
             )
         except Refused as exc:
             del self._by_token[token_id]
-            raise Closed(plain_words(exc.refusal.reason)) from None
+            reason = str(exc.refusal.reason)
+            raise Closed(plain_words(reason), reason) from None
         except BaseException:
             del self._by_token[token_id]
             raise

@@ -222,7 +222,7 @@ function detailPage() {
       say(problem, body.words);
       problem.focus();
     } else {
-      close(r.status === 409 ? "Not answered by you" : "Not answered");
+      close(body.reason === "already_consumed" ? "Answered by someone else" : "Not answered");
       tell(body.words || body.error, "state-refused");
     }
   });
