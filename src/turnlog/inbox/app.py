@@ -17,8 +17,14 @@ parsed, :class:`BodyLimit`):
   (``event: signed-out``) when its credential expires or is signed out;
 - ``GET /pause/{token_id}`` the conversation and the answer form, ``GET /pause/{id}/state``
   whether it is still open, ``POST /pause/{id}/answer`` the answer;
-- ``GET /answers/{answer_id}`` what the worker made of it (``resumed``, or the refusal's plain
-  words), as JSON for the page's script or as a page.
+- ``GET /answers/{answer_id}`` what the worker made of it (``resumed`` with what the agent does
+  next, or the refusal's plain words), as JSON for the page's script or as a page.
+
+A script's endpoint (``/events``, ``/rows``, ``/pause/{id}/state``) opened in a browser's window
+(``Accept: text/html``) redirects to its page, and a mistake in an answer sent without the page's
+script -- a form that makes no answer, a stale CSRF token, Kafka out of reach -- returns the
+pause's page with the problem beside the Send button (and, but for the stale token, the form as
+it was filled): no browser window shows JSON.
 
 A pause the viewer may not answer is a 404 everywhere, the same as one that does not exist.
 Everything a pause says is rendered through :func:`~turnlog.inbox.views.visible` (a filter of
