@@ -102,6 +102,12 @@ async def _open(context: BrowserContext, inbox: Inbox, token_id: str) -> Page:
     return page
 
 
+async def _says_who(page: Page) -> bool:
+    """Whether the page, as the server renders it again, says the viewer answered."""
+    await page.reload()
+    return await page.locator("#pause-status").inner_text() == "Answered by you"
+
+
 async def test_an_outcome_says_what_happens_next_beside_the_send_button(inbox: Inbox) -> None:
     for size, options in SIZES.items():
         context = await inbox.context(["tenant-a"], **options)
@@ -131,6 +137,8 @@ async def test_an_outcome_says_what_happens_next_beside_the_send_button(inbox: I
             )
             turn = await _resumed(inbox, rejected.token_id)
             assert approved_call(turn) is None
+
+            await _until(lambda p=page: _says_who(p), "the reloaded page to say who answered")
 
             cp = _approval(inbox.thread(f"words-approve-{size}"), DEPLOY)
             approved = await inbox.pause(cp, approval_request("deploy", DEPLOY), APPROVE_TOOL_CALL)
