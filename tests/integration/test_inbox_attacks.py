@@ -33,6 +33,7 @@ from tests.deployment import sample_checkpoint
 from tests.integration import test_inbox_browser as browser
 from tests.integration.test_inbox_browser import QUESTION, Inbox, _checkpoint, _resumed, _until
 from tests.unit.test_inbox_views import SPOOFED
+from turnlog.audit.trail import read_trail
 from turnlog.clock import utc_now
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approval_request, approved_call
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
@@ -190,6 +191,11 @@ async def test_an_outcome_is_for_its_sender_not_a_namesake_of_another_tenant(
         again = _token(inbox, "alice", ["tenant-a"], seconds=7200)
         mine = await http.get(f"/answers/{answer_id}?wait=20", headers={**json_, **bearer(again)})
         assert mine.status_code == 200 and mine.json()["state"] in {"resumed", "waiting"}
+    # The answer record names its sender as the sign-in verified them (issue 29, item 4).
+    trail = await read_trail(inbox.settings, paused.thread_id, token_id=paused.token_id)
+    [answered] = [e for e in trail if e.what == "answered"]
+    assert (answered.answer_id, answered.answered_by) == (answer_id, "alice")
+    assert answered.answered_by_issuer == "turnlog-inbox"
 
 
 # -- a real server's memory under a huge sign-in body ----------------------------------------------

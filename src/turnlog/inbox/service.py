@@ -237,6 +237,10 @@ class InboxService:
                 session_id=axes.session_id or "",
                 run_id=axes.run_id or "",
                 call_id=axes.call_id or "",
+                # Who answers, as the sign-in verified them (never the display name): kept
+                # on the answer record for the pause's trail.
+                answered_by=viewer.subject,
+                answered_by_issuer=viewer.issuer or None,
             )
         except Refused as exc:
             del self._by_token[token_id]
