@@ -47,6 +47,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import NewTopic
@@ -60,6 +61,12 @@ TEST = (
     "test_the_chaos_lives_through_a_broker_stopped_for_20_seconds"
 )
 SKIP = "Couldn't find leader endpoint"
+#: what a skip line names: the partitions left without their marker, and whose transaction
+SKIPPED = re.compile(
+    r"for partitions Set\(([^)]*)\) while trying to send transaction markers for (\S+?),"
+)
+#: the marker channel's DEBUG line after it (KAFKA_LOCAL_TXN_DEBUG=1): commit or abort
+SENDING = re.compile(r"transactionalId=([^,]+), .*?state=(PREPARE_COMMIT|PREPARE_ABORT)")
 #: marker-channel lines that are not the skip itself but say a marker did not go through
 RETRY = re.compile(r"transaction marker (?:for|from) partition .* has (?:permanently )?failed")
 WARN_OR_ERROR = re.compile(r"^\[[^\]]+\] (?:WARN|ERROR|FATAL) ")
@@ -71,6 +78,8 @@ STARTING = re.compile(r"^=== kafka-local: starting .* at (\S+)")
 #: the broker's controlled shutdown made it into the log (before kafka.sh turned log4j's own
 #: shutdown hook off, the log went quiet a moment after SIGTERM and this line never showed)
 CONTROLLED = "Beginning controlled shutdown"
+#: the audit's figures, one JSON line from tests/integration/chaos_support.py's audit_and_heal
+AUDIT = re.compile(r"^turnlog-audit-outcome (\{.*\})\s*$")
 VIOLATION = re.compile(
     r"^E\s+(?:AssertionError: )?((?:TokenConsumed|TurnResumed|PauseExpired|AnswerRejected): .*"
     r"|[a-z_]+ partition \d+: .*)"  # the chaos count's differences, then turnlog audit's
@@ -84,7 +93,20 @@ class Run:
     seconds: float
     violations: list[str] = field(default_factory=list)
     other_failure: str = ""
+    #: ``turnlog audit`` once the chaos drained: violations by kind before the heal, the
+    #: repairs asked, how many of those found were gone after it, and by kind what was left
+    audited: bool = False
+    found: dict[str, int] = field(default_factory=dict)
+    repairs: int = 0
+    healed: int = 0
+    left: dict[str, int] = field(default_factory=dict)
+    found_detail: list[dict[str, object]] = field(default_factory=list)
     skip_lines: list[str] = field(default_factory=list)
+    #: per skip line: which start of the broker it came in (1: before the outage, 2: after
+    #: it) and its seconds after that life's first stop line (negative: before any stop)
+    skip_timing: list[tuple[int, float | None]] = field(default_factory=list)
+    #: per skip line (with --txn-debug): "PREPARE_COMMIT <transactional id>: <partitions>"
+    skip_what: list[str] = field(default_factory=list)
     retry_lines: int = 0
     marker_warnings: list[str] = field(default_factory=list)
     starts: list[str] = field(default_factory=list)
@@ -98,22 +120,47 @@ def _stamp(line: str) -> str:
     return m.group(1) if m else ""
 
 
+def _seconds(stamp: str) -> float | None:
+    try:
+        return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    except ValueError:
+        return None
+
+
 def read_broker_log(path: Path, run: Run) -> None:
     """Fill ``run`` with what the kept broker log ``path`` says about markers and the outage."""
     run.logs.append(str(path))
     started = 0
+    stopped_at: float | None = None  # this life's first stop line
+    waiting: dict[str, int] = {}  # transactional id -> its skip's index in skip_what
     for line in path.read_text(errors="replace").splitlines():
+        sent = SENDING.search(line) if waiting and "Sending" in line else None
+        if sent and sent.group(1) in waiting:
+            i = waiting.pop(sent.group(1))
+            run.skip_what[i] = f"{sent.group(2)} {run.skip_what[i]}"
         m = STARTING.match(line)
         if m:
             started += 1
+            stopped_at = None
             run.starts.append(m.group(1))
             continue
+        if stopped_at is None and STOPPING.search(line) and _stamp(line):
+            stopped_at = _seconds(_stamp(line))
         if started == 1 and not run.first_stop and STOPPING.search(line) and _stamp(line):
             run.first_stop = _stamp(line)
         if started == 1 and CONTROLLED in line:  # the outage's stop, not the fixture's last
             run.shutdown_logged = True
         if SKIP in line:
             run.skip_lines.append(line)
+            at = _seconds(_stamp(line))
+            after = None if at is None or stopped_at is None else round(at - stopped_at, 3)
+            run.skip_timing.append((started, after))
+            named = SKIPPED.search(line)
+            if named:
+                waiting[named.group(2)] = len(run.skip_what)
+                run.skip_what.append(f"{named.group(2)}: {named.group(1)}")
+            else:
+                run.skip_what.append("?")
         elif RETRY.search(line):
             run.retry_lines += 1
         elif WARN_OR_ERROR.match(line) and MARKERISH.search(line):
@@ -125,6 +172,15 @@ def read_pytest_output(text: str, run: Run) -> None:
         m = VIOLATION.match(line)
         if m:
             run.violations.append(m.group(1))
+        a = AUDIT.match(line)
+        if a and not run.audited:
+            outcome = json.loads(a.group(1))
+            run.audited = True
+            run.found = outcome["found"]
+            run.repairs = outcome["repairs"]
+            run.healed = outcome["healed"]
+            run.left = outcome["left"]
+            run.found_detail = outcome["violations"]
     if not run.passed and not run.violations:
         errors = [line for line in text.splitlines() if line.startswith("E ")]
         tail = [line for line in text.splitlines() if line.strip()][-1:]
@@ -184,24 +240,88 @@ def _cell(items: list[str], limit: int = 70) -> str:
     return first + (f" (+{len(items) - 1})" if len(items) > 1 else "")
 
 
+def _kinds(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) or "-"
+
+
+def _timing(r: Run) -> str:
+    """Each skip line's broker life and seconds after that life's stop, and with --txn-debug
+    whether the transaction was a commit or an abort, e.g. ``1:+0.41s commit``."""
+    what = [w.split()[0] if w.startswith("PREPARE_") else "" for w in r.skip_what]
+    what += [""] * (len(r.skip_timing) - len(what))
+    return " ".join(
+        f"{life}:{'?' if after is None else f'{after:+.2f}s'}"
+        + (f" {w.removeprefix('PREPARE_').lower()}" if w else "")
+        for (life, after), w in zip(r.skip_timing, what, strict=True)
+    )
+
+
+def totals(runs: list[Run]) -> dict[str, Any]:
+    found: dict[str, int] = {}
+    left: dict[str, int] = {}
+    for r in runs:
+        for k, n in r.found.items():
+            found[k] = found.get(k, 0) + n
+        for k, n in r.left.items():
+            left[k] = left.get(k, 0) + n
+    return {
+        "runs": len(runs),
+        "failed": sum(not r.passed for r in runs),
+        "not_audited": sum(not r.audited for r in runs),
+        "runs_with_violations": sum(bool(r.found) for r in runs),
+        "violations_found": sum(found.values()),
+        "found_by_kind": found,
+        "repairs_asked": sum(r.repairs for r in runs),
+        "healed": sum(r.healed for r in runs),
+        "left": sum(left.values()),
+        "left_by_kind": left,
+        "runs_with_skip_line": sum(bool(r.skip_lines) for r in runs),
+        "skip_lines": sum(len(r.skip_lines) for r in runs),
+        "skipped_commits": sum(w.startswith("PREPARE_COMMIT") for r in runs for w in r.skip_what),
+        "skipped_aborts": sum(w.startswith("PREPARE_ABORT") for r in runs for w in r.skip_what),
+        "failed_with_skip_line": sum(bool(r.skip_lines) and not r.passed for r in runs),
+        "violations_with_skip_line": sum(bool(r.skip_lines) and bool(r.found) for r in runs),
+        "controlled_shutdown_logged": sum(r.shutdown_logged for r in runs),
+    }
+
+
 def print_table(runs: list[Run], label: str) -> None:
     print(f"\n{label}")
-    print("| run | passed | s | violations | skip lines (first at) | retries | stop at | logged |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in runs:
-        skip = f"{len(r.skip_lines)} ({_stamp(r.skip_lines[0])})" if r.skip_lines else "0"
-        bad = _cell(r.violations) if r.violations else (r.other_failure[:70] or "-")
-        print(
-            f"| {r.run} | {'yes' if r.passed else 'NO'} | {r.seconds:.0f} | {bad} | {skip} "
-            f"| {r.retry_lines} | {r.first_stop or '?'} | {'yes' if r.shutdown_logged else 'no'} |"
-        )
-    failed = [r for r in runs if not r.passed]
-    skipped = [r for r in runs if r.skip_lines]
     print(
-        f"\n{len(runs)} runs: {len(failed)} failed, {len(skipped)} with skip lines, "
-        f"{sum(1 for r in failed if r.skip_lines)} failed with skip lines, "
-        f"{sum(1 for r in skipped if r.passed)} passed with skip lines, "
-        f"{sum(1 for r in runs if r.shutdown_logged)} with the controlled shutdown logged"
+        "| run | passed | s | found | repairs | healed | left | failure "
+        "| skip lines (life:after stop) | retries | stop at |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in runs:
+        skip = f"{len(r.skip_lines)} ({_timing(r)})" if r.skip_lines else "0"
+        bad = _cell(r.violations) if r.violations else (r.other_failure[:70] or "-")
+        audit = (
+            f"{_kinds(r.found)} | {r.repairs} | {r.healed} | {_kinds(r.left)}"
+            if r.audited
+            else "(no audit) | - | - | -"
+        )
+        print(
+            f"| {r.run} | {'yes' if r.passed else 'NO'} | {r.seconds:.0f} | {audit} "
+            f"| {bad if not r.passed else '-'} | {skip} | {r.retry_lines} "
+            f"| {r.first_stop or '?'} |"
+        )
+    t = totals(runs)
+    print(
+        "\n| runs | failed | with violations | found | repairs | healed | left | with skip line |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    print(
+        f"| {t['runs']} | {t['failed']} | {t['runs_with_violations']} "
+        f"| {t['violations_found']} | {t['repairs_asked']} | {t['healed']} | {t['left']} "
+        f"| {t['runs_with_skip_line']} |"
+    )
+    print(
+        f"found by kind: {_kinds(t['found_by_kind'])}; left by kind: {_kinds(t['left_by_kind'])}; "
+        f"{t['skip_lines']} skip lines ({t['skipped_commits']} of a commit, "
+        f"{t['skipped_aborts']} of an abort); "
+        f"{t['not_audited']} runs without an audit; {t['failed_with_skip_line']} failed with a "
+        f"skip line, {t['violations_with_skip_line']} with violations and a skip line; "
+        f"{t['controlled_shutdown_logged']} with the controlled shutdown logged"
     )
 
 
@@ -303,7 +423,11 @@ async def _read_committed(bootstrap: str, topic: str) -> set[str]:
         await consumer.seek_to_beginning(*parts)
         end = await consumer.end_offsets(parts)  # the last stable offsets, read_committed
         seen: set[str] = set()
-        while any(await consumer.position(tp) < end[tp] for tp in parts):
+
+        async def behind() -> bool:
+            return any([await consumer.position(tp) < end[tp] for tp in parts])
+
+        while await behind():
             for records in (await consumer.getmany(timeout_ms=1000)).values():
                 seen.update(r.value.decode() for r in records if r.value != b"then")
         return seen
@@ -489,14 +613,30 @@ def main(argv: list[str] | None = None) -> int:
             break
         run = one_run(number, out, env, args.timeout)
         runs.append(run)
+        audit = (
+            f"audit found {_kinds(run.found)}, {run.repairs} repairs, {run.healed} healed, "
+            f"left {_kinds(run.left)}"
+            if run.audited
+            else "no audit"
+        )
         print(
             f"run {number}: {'passed' if run.passed else 'FAILED'} in {run.seconds:.0f}s, "
-            f"{len(run.skip_lines)} skip lines, {run.retry_lines} marker retries"
+            f"{audit}, {len(run.skip_lines)} skip lines"
+            + (f" ({_timing(run)})" if run.skip_lines else "")
+            + f", {run.retry_lines} marker retries"
             + (f"; {'; '.join(run.violations or [run.other_failure])}" if not run.passed else ""),
             flush=True,
         )
         (out / "summary.json").write_text(
-            json.dumps({"features": args.features, "runs": [asdict(r) for r in runs]}, indent=2)
+            json.dumps(
+                {
+                    "features": args.features,
+                    "txn_debug": args.txn_debug,
+                    "totals": totals(runs),
+                    "runs": [asdict(r) for r in runs],
+                },
+                indent=2,
+            )
         )
     print_table(runs, label)
     return 0 if all(r.passed for r in runs) else 1

@@ -194,6 +194,19 @@ class AuditOutcome:
     left: list[Violation]
     answers_judged: int
 
+    def as_dict(self) -> dict[str, Any]:
+        """One machine-readable line's worth (the outage soak reads it from the test's output):
+        violations by kind before and after the heal, and how many of those found are gone."""
+        left = {v.line() for v in self.left}
+        return {
+            "answers_judged": self.answers_judged,
+            "found": dict(Counter(v.kind.value for v in self.found)),
+            "repairs": self.repairs,
+            "healed": sum(1 for v in self.found if v.line() not in left),
+            "left": dict(Counter(v.kind.value for v in self.left)),
+            "violations": [v.as_dict() for v in self.found],
+        }
+
     def line(self) -> str:
         kinds = Counter(v.kind.value for v in self.found)
         return (
@@ -216,7 +229,10 @@ async def audit_and_heal(dep: Deployment, bootstrap: str) -> AuditOutcome:
                 bootstrap, settings.application_id, dep.topics.answers, timeout=120
             )
             after = await auditor.audit()
-    return AuditOutcome(first.violations, len(requests), after.violations, first.answers_judged)
+    outcome = AuditOutcome(first.violations, len(requests), after.violations, first.answers_judged)
+    # One line for bench/soak_outage.py, which reads every run's figures from the test's output.
+    print(f"turnlog-audit-outcome {json.dumps(outcome.as_dict(), default=str)}", flush=True)
+    return outcome
 
 
 # -- inputs -----------------------------------------------------------------------------------
