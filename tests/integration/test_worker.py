@@ -339,9 +339,11 @@ CASES: dict[str, Case] = {
 
 #: Proven by other tests of this module (poison, competing answers, expiry), of
 #: test_worker_hostile.py (misrouted, too large), of test_approvals.py (an approval replayed
-#: onto other arguments: approval_mismatch) and, for a failure no rule names -- which no
-#: record sent on purpose can cause -- by tests/unit/test_handler.py.
+#: onto other arguments: approval_mismatch), of test_cli_loop.py (a token whose pause a newer
+#: one replaced: pause_superseded) and, for a failure no rule names -- which no record sent on
+#: purpose can cause -- by tests/unit/test_handler.py.
 ELSEWHERE = {
+    "pause_superseded",
     "answer_undecodable",
     "already_consumed",
     "pause_expired",
@@ -563,7 +565,11 @@ async def test_resumed_history_read_by_a_plain_avro_reader(bench: Bench) -> None
     ]
     assert datum["history"] == expected
     assert datum["history"][2]["tool_calls"] == [
-        {"id": "call-1", "name": "ask_user", "arguments": '{"question":"Which region?"}'},
+        {
+            "id": "call-1",
+            "name": "ask_user",
+            "arguments": json.dumps(json.loads(REQUEST), separators=(",", ":"), sort_keys=True),
+        },
         {"id": "call-2", "name": "search", "arguments": '{"q":2}'},
         {"id": "call-3", "name": "search", "arguments": '{"q":3}'},
         {"id": "call-4", "name": "search", "arguments": '{"q":4}'},

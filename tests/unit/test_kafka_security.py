@@ -404,3 +404,28 @@ def test_oauthbearer_refusals_name_what_is_missing(tmp_path: Path) -> None:
     }
     with pytest.raises(SettingError, match="TURNLOG_KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL"):
         KafkaSecurity.from_env(env)
+
+
+def test_a_retried_produce_warning_is_info_and_a_final_one_stays_a_warning() -> None:
+    """aiokafka's "not leader, retrying" right after topics are made heals in one retry: it is
+    no warning on a terminal with no logging set up; a produce error it does not retry is."""
+    sender = logging.getLogger("aiokafka.producer.sender")
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    keep = Keep(level=logging.DEBUG)
+    sender.addHandler(keep)
+    level = sender.level
+    sender.setLevel(logging.DEBUG)
+    try:
+        sender.warning(
+            "Got error produce response on topic-partition %s, retrying. Error: %s", "t-0", "x"
+        )
+        sender.warning("Got error produce response: %s", "KafkaConnectionError")
+    finally:
+        sender.removeHandler(keep)
+        sender.setLevel(level)
+    assert [r.levelname for r in records] == ["INFO", "WARNING"]

@@ -45,19 +45,29 @@ logging.getLogger("aiokafka.conn").addFilter(_NoSaslBytes())
 
 
 class _RetriedIsNotAnError(logging.Filter):
-    """aiokafka logs a failed offset lookup at ERROR and then retries it by itself. Right after
-    topics are created a client's metadata may still name no leader for a moment, so a script
-    with no logging set up printed ``Failed fetch offsets ... NotLeaderForPartitionError`` (the
-    last-resort handler shows ERROR) for a condition that heals in one retry. Such a line is
-    kept, as INFO: seen with ``--log-level info`` or ``--debug``, not as an error."""
+    """aiokafka logs a failed offset lookup at ERROR, and a produce answered "not leader" at
+    WARNING, and then retries either by itself. Right after topics are created the broker may
+    not lead a partition yet for a moment, so a script with no logging set up printed ``Failed
+    fetch offsets ... NotLeaderForPartitionError`` or ``Got error produce response ...,
+    retrying`` (the last-resort handler shows WARNING and up) for a condition that heals in one
+    retry. Such a line is kept, as INFO: seen with ``--log-level info`` or ``--debug``."""
+
+    def __init__(self, opening: str) -> None:
+        super().__init__()
+        self.opening = opening
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno == logging.ERROR and str(record.msg).startswith("Failed fetch offsets"):
+        if record.levelno >= logging.WARNING and str(record.msg).startswith(self.opening):
             record.levelno, record.levelname = logging.INFO, "INFO"
         return True
 
 
-logging.getLogger("aiokafka.consumer.fetcher").addFilter(_RetriedIsNotAnError())
+logging.getLogger("aiokafka.consumer.fetcher").addFilter(
+    _RetriedIsNotAnError("Failed fetch offsets")
+)
+logging.getLogger("aiokafka.producer.sender").addFilter(
+    _RetriedIsNotAnError("Got error produce response on topic-partition")
+)
 
 
 class _HasConnection(Protocol):
