@@ -16,22 +16,20 @@ from turnlog.clock import utc_now
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL
 from turnlog.contracts.events import PauseRecorded
 from turnlog.contracts.interactions import ASK_USER
+from turnlog.contracts.visible import SUMMARY_CHARS, clip, visible
 from turnlog.inbox.auth import Viewer
 from turnlog.inbox.views import (
     ANSWERED,
     EXPIRED,
     PENDING,
-    SUMMARY_CHARS,
     Question,
     Shown,
-    clip,
     duration,
     hidden_characters,
     json_text,
     pause_view,
     pending_for,
     questions_of,
-    visible,
 )
 from turnlog.projections.store import Store
 from turnlog.wire.codec import encode

@@ -79,14 +79,11 @@ def test_a_summary_is_one_marked_clipped_line() -> None:
     assert payload.recorded(_pause(two)).summary == "A? (+1 more)"
 
 
-def test_summaries_are_marked_by_the_inbox_rule() -> None:
-    from turnlog.inbox import views
+def test_summaries_are_marked_as_the_inbox_marks_what_it_shows() -> None:
     from turnlog.notify import text
 
-    assert text.MARKED_CATEGORIES == views.MARKED_CATEGORIES
-    assert text.INVISIBLE == views.INVISIBLE and text.SUMMARY_CHARS == views.SUMMARY_CHARS
-    sample = "".join(chr(cp) for cp in (*range(0x2000, 0x2070), 0xFEFF, 0xE0041, 0x115F, 0x7))
-    assert text.visible(sample) == views.visible(sample)
+    spoof = "Delete the \u202etseT database?\u200b"
+    assert text.one_line(spoof) == "Delete the ⟨U+202E⟩tseT database?⟨U+200B⟩"
 
 
 def test_closing_notices_carry_the_pause_and_refusals_of_unknown_pauses_are_dropped() -> None:

@@ -27,7 +27,7 @@ pause's page with the problem beside the Send button (and, but for the stale tok
 it was filled): no browser window shows JSON.
 
 A pause the viewer may not answer is a 404 everywhere, the same as one that does not exist.
-Everything a pause says is rendered through :func:`~turnlog.inbox.views.visible` (a filter of
+Everything a pause says is rendered through :func:`~turnlog.contracts.visible.visible` (a filter of
 the templates, and their ``finalize`` for whatever a template forgets), so no control or format
 character reaches a page raw. A refusal reads as a page for a person and as JSON for the page's
 script (``Accept: application/json``).
@@ -59,13 +59,14 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from turnlog.contracts.visible import clip, visible
 from turnlog.errors import TurnlogError
 from turnlog.inbox.auth import Csrf, SignOuts, Viewer, ViewerVerifier
 from turnlog.inbox.forms import FormProblem, skeleton
 from turnlog.inbox.oidc import first_of
 from turnlog.inbox.oidc_flow import KeyRefresh, Provider, SignInFlow
 from turnlog.inbox.service import Closed, InboxService
-from turnlog.inbox.views import PauseView, clip, duration, pending_for, visible
+from turnlog.inbox.views import PauseView, duration, pending_for
 
 log = logging.getLogger(__name__)
 

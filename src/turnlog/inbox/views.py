@@ -9,9 +9,7 @@ nobody.
 
 from __future__ import annotations
 
-import functools
 import json
-import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,6 +19,7 @@ from turnlog.contracts.approvals import APPROVE_TOOL_CALL
 from turnlog.contracts.events import PauseRecorded
 from turnlog.contracts.interactions import ASK_USER
 from turnlog.contracts.ledger import Outcome
+from turnlog.contracts.visible import marks
 from turnlog.errors import DecodeError
 from turnlog.inbox.auth import Viewer
 from turnlog.projections.store import Store
@@ -29,22 +28,9 @@ from turnlog.wire.codec import decode
 #: The most pauses one list shows (oldest first); filters narrow it further.
 LIST_LIMIT: Final = 200
 
-#: A summary (the list's link, a page's title) is clipped to this many characters; the pause's
-#: page shows the whole question.
-SUMMARY_CHARS: Final = 200
-
 #: The list shows an argument's first line up to this many characters, and says how much more
 #: there is; the pause's page, where a call is approved, shows every argument whole.
 PREVIEW_CHARS: Final = 80
-
-#: Unicode categories never rendered raw: controls, format characters (bidi overrides and
-#: isolates, zero-width joiners, the BOM, tags...), lone surrogates, line and paragraph
-#: separators. Each can make text read otherwise than it is, or hide part of it.
-MARKED_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-
-#: Letters and marks that draw nothing (Hangul fillers, the combining grapheme joiner, Khmer's
-#: inherent vowels): not format characters, but as invisible, so marked alike.
-INVISIBLE: Final = frozenset("\u115f\u1160\u3164\uffa0\u034f\u17b4\u17b5")
 
 PENDING, ANSWERED, EXPIRED = "pending", "answered", "expired"
 
@@ -65,45 +51,11 @@ class Question:
     multi: bool = False
 
 
-@functools.cache
-def _marked() -> dict[int, str]:
-    """Every marked code point to its ``⟨U+XXXX⟩``, built once from the planes that hold every
-    control and format character (0, 1 and 14 as of Unicode 16; the others hold none), so
-    marking text is one ``str.translate`` in C."""
-    table: dict[int, str] = {}
-    for plane in (range(0x10000), range(0x10000, 0x20000), range(0xE0000, 0xF0000)):
-        for cp in plane:
-            char = chr(cp)
-            if unicodedata.category(char) in MARKED_CATEGORIES or char in INVISIBLE:
-                table[cp] = f"⟨U+{cp:04X}⟩"
-    return table
-
-
-@functools.cache
-def _marks(multiline: bool) -> dict[int, str]:
-    """:func:`_marked`, newlines and tabs left alone in ``multiline`` text."""
-    if not multiline:
-        return _marked()
-    return {cp: mark for cp, mark in _marked().items() if cp not in (ord("\n"), ord("\t"))}
-
-
-def visible(text: str, *, multiline: bool = False) -> str:
-    """``text`` with every control, format or invisible character written out as ``⟨U+XXXX⟩``.
-
-    What a person approves must read as what it is: a raw U+202E before ``9999 0000`` shows
-    ``DE00 1111 9999 0000`` as ``DE00 1111 0000 9999``; a zero-width space makes two names look
-    equal. Marked, the text cannot be reordered or hidden, and the marks show where the trick
-    was. Newlines and tabs stay in ``multiline`` text (a question, a message, an argument's
-    value); in a name (a tool, an argument, a thread) they are marked too. Idempotent: the
-    marks are visible characters."""
-    return text.translate(_marks(multiline))
-
-
 def hidden_characters(value: Any) -> tuple[str, ...]:
     """The ``U+XXXX`` of every marked character in ``value`` (its strings, keys included, at
     any depth), sorted: what the approval's warning names. Newlines and tabs are not counted."""
     found: set[str] = set()
-    table = _marks(True)
+    table = marks(True)
     todo = [value]  # a list, not recursion: a request nests as deep as JSON lets it
     while todo:
         item = todo.pop()
@@ -117,17 +69,11 @@ def hidden_characters(value: Any) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
-def clip(text: str, limit: int = SUMMARY_CHARS) -> str:
-    """``text`` cut to ``limit`` characters, an ellipsis saying it was (a summary: the list's
-    link and a page's title stay a line, whatever the size of the question)."""
-    return text if len(text) <= limit else text[:limit].rstrip() + "…"
-
-
 def json_text(value: Any) -> str:
     """``value`` as indented JSON to edit, every marked character a ``\\uXXXX`` escape: the
     text box shows it, and the edit sent back decodes to exactly the same value."""
     text = json.dumps(value, indent=2, ensure_ascii=False)
-    table = _marks(True)
+    table = marks(True)
     if not any(ord(c) in table for c in set(text)):
         return text
     out = []
