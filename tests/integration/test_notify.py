@@ -25,8 +25,8 @@ from tests.conftest import Names
 from tests.deployment import ANSWER, REQUEST, sample_checkpoint
 from tests.integration.cli_support import Cli, Spawned, cli_env
 from tests.integration.notify_support import Hit, Receiver, until
-from tests.integration.worker_support import KID
-from turnlog import Paused, Settings, Turnlog, write_keypair
+from tests.integration.test_api import api_settings
+from turnlog import Paused, Settings, Turnlog
 from turnlog.notify import payload
 from turnlog.notify.backoff import Backoff
 from turnlog.notify.config import NotifyConfig, Sink
@@ -37,16 +37,7 @@ SECRET = "notify-test-secret-0123456789"
 
 
 def _settings(bootstrap: str, names: Names, root: Path) -> Settings:
-    write_keypair(root / "keys", KID)
-    return Settings(
-        bootstrap_servers=bootstrap,
-        topic_prefix=names.prefix,
-        application_id=names.app,
-        state_dir=root / "state",
-        keys_dir=root / "keys",
-        partitions=3,
-        commit_interval_ms=50,
-    )
+    return api_settings(bootstrap, names, root).with_(partitions=3)
 
 
 def _config(*sinks: Sink, **changes: object) -> NotifyConfig:

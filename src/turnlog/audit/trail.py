@@ -26,6 +26,7 @@ from turnlog.contracts.events import (
     TokenConsumed,
     TurnResumed,
 )
+from turnlog.contracts.refusals import Refused
 from turnlog.errors import DecodeError
 from turnlog.kafka import clients
 from turnlog.kafka.internals import refresh_metadata
@@ -71,7 +72,7 @@ def entry_of(event: object) -> TrailEntry | None:
     if isinstance(event, AnswerSubmitted):
         try:
             token_id = peek_claims(event.token).get("jti")
-        except Exception:  # noqa: BLE001 - an unreadable token is refused by the worker
+        except (Refused, RecursionError):  # unreadable: the worker refused it by name
             token_id = None
         who = event.answered_by or "someone the publisher did not name"
         via = f" (vouched for by {event.answered_by_issuer})" if event.answered_by_issuer else ""
