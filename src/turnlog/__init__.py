@@ -21,6 +21,7 @@ Paused turns
     ``TurnCheckpoint`` -- the continuable state of one paused turn.
     ``ReservedCall`` / ``captured_messages`` -- the asking round, captured into a checkpoint.
     ``Paused`` -- a durable pause: its token and the axes an answer must state.
+    ``CallToPause`` -- one call of a pause of several (``Turnlog.pause_calls``).
     ``PublishedAnswer`` -- an answer on the log (its id, partition, offset).
 Interactions (what a person may answer)
     ``Interaction`` / ``InteractionRegistry`` / ``default_interactions`` -- register your own.
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     )
     from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
     from turnlog.contracts.events import AnswerRejected, PauseExpired, TurnResumed
+    from turnlog.contracts.group import CallToPause
     from turnlog.contracts.interactions import (
         ASK_USER,
         Interaction,
@@ -93,6 +95,7 @@ _HOME: dict[str, str] = {
     "ReservedCall": "turnlog.contracts.checkpoint",
     "captured_messages": "turnlog.contracts.checkpoint",
     "Paused": "turnlog.api",
+    "CallToPause": "turnlog.contracts.group",
     "PublishedAnswer": "turnlog.producers.answers",
     # interactions
     "Interaction": "turnlog.contracts.interactions",
@@ -138,6 +141,7 @@ __all__ = [  # noqa: RUF022 - grouped by use, as the docstring lists them
     "ReservedCall",
     "captured_messages",
     "Paused",
+    "CallToPause",
     "PublishedAnswer",
     # interactions
     "Interaction",

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -42,6 +43,7 @@ from turnlog.consumers.worker import ResumeWorker
 from turnlog.contracts.axes import Axes
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import PauseExpired, PauseRecorded, TurnResumed
+from turnlog.contracts.group import CallToPause
 from turnlog.contracts.interactions import InteractionRegistry, default_interactions
 from turnlog.contracts.resume import check_response
 from turnlog.errors import TurnlogError
@@ -255,6 +257,45 @@ class Turnlog:
             recorded.partition,
             recorded.offset,
             recorded.traceparent,
+        )
+
+    async def pause_calls(
+        self,
+        checkpoint: TurnCheckpoint,
+        calls: Sequence[CallToPause],
+        *,
+        ttl: timedelta | float | None = None,
+        traceparent: str | None = None,
+    ) -> tuple[Paused, ...]:
+        """Pause once for several calls of the checkpoint's asking round that each wait on a
+        person (two approvals, an approval and a question): one record, one token per call,
+        returned in the order the model made the calls. Each call is answered on its own, with
+        its own token and axes; the turn resumes once, when the last is answered, with every
+        call's observation in order (a window closing expires the calls still open)::
+
+            first, second = await tl.pause_calls(checkpoint, [
+                CallToPause("call-1", APPROVE_TOOL_CALL, approval_request("deploy", args)),
+                CallToPause("call-2", ASK_USER),
+            ])
+            await tl.answer(first.token, approve("deploy", args), **first.axes)
+        """
+        self._check_open("pause_calls")
+        self._raise_worker_failure()
+        service = self.checkpoints
+        await service.ensure_ready()
+        driver, recorder = self._driver, self._recorder
+        if driver is None or recorder is None:  # built with the service above
+            raise RuntimeError("no checkpoint driver")
+        window = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
+        recorded = await recorder.record_calls(
+            checkpoint, calls, ttl=window, traceparent=traceparent
+        )
+        first = recorded[0]
+        driver.wrote(first.thread_id, first.partition, first.offset)
+        service.record_write(first.pause.checkpoint)
+        return tuple(
+            Paused(one.token, one.pause, one.partition, one.offset, one.traceparent)
+            for one in recorded
         )
 
     # -- the person's side ------------------------------------------------------------------------

@@ -143,7 +143,10 @@ GOLDEN: dict[str, WireValue] = {
 #: Values as an earlier schema version wrote them, and the fields it did not have: today's
 #: reader fills those in with their defaults. Name: ``<type>.<version>``, as in schemas/history.
 HISTORY: dict[str, tuple[WireValue, tuple[str, ...]]] = {
-    "TurnResumed.v1": (replace(_RESUMED, answered=None), ("answered",)),
+    "TurnResumed.v1": (replace(_RESUMED, answered=None), ("answered", "answers")),
+    "TurnResumed.v2": (_RESUMED, ("answers",)),
+    "PauseRecorded.v1": (GOLDEN["PauseRecorded"], ("group",)),
+    "TokenConsumed.v1": (GOLDEN["TokenConsumed"], ("response_json",)),
     "AnswerSubmitted.v1": (
         replace(GOLDEN["AnswerSubmitted"], answered_by=None, answered_by_issuer=None),  # type: ignore[type-var]
         ("answered_by", "answered_by_issuer"),

@@ -65,11 +65,11 @@ def test_consumptions_put_together_are_the_consumptions_put_one_by_one(tmp_path:
     # Read ahead in one multi-get, the ledger and token entries a consumption reads; the batch's
     # own changes still come first (a token spent twice in one batch, a pause put in the batch).
     spent = [
-        ("t1", "k1", "resumed", "a1"),  # already spent in the store: its old ledger row goes
-        ("t2", "k2", "resumed", "a2"),
-        ("t2", "k2", "expired", ""),  # the same token again, in the same batch
-        ("t9", "k9", "resumed", "a9"),  # a pause put in this very batch
-        ("t7", "nope", "resumed", "a7"),  # no pause anywhere
+        ("t1", "k1", "resumed", "a1", ""),  # already spent in the store: its old row goes
+        ("t2", "k2", "held", "a2", '{"approved":true}'),  # a held answer keeps its response
+        ("t2", "k2", "expired", "", ""),  # the same token again, in the same batch
+        ("t9", "k9", "resumed", "a9", ""),  # a pause put in this very batch
+        ("t7", "nope", "resumed", "a7", ""),  # no pause anywhere
     ]
     digests = []
     for together in (False, True):

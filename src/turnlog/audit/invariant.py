@@ -10,6 +10,8 @@ it is not, every violation with the ids an operator needs to find it. The rules 
   of an answer is written on the partition the answer was read from, so an answer is known by
   its partition and its answer id; a retry of the same answer id adds no second resume (a
   retry of a refused answer is refused again, so an answer may be refused once per record);
+  an answer to one call of a pause of several is *held* (its ``TokenConsumed`` says
+  ``held``) until the last call's answer resumes the turn;
 - every ``TokenConsumed`` that says ``resumed`` has exactly one ``TurnResumed``, and the reverse;
   no token is consumed twice, resumed twice, or both resumed and expired;
 - each expiry once: a ``PauseExpired`` with its ``TokenConsumed`` (``expired``), once;
@@ -367,7 +369,8 @@ def _judge_partition(facts: PartitionFacts, report: Report) -> None:
     refusals: dict[str, list[tuple[Place, AnswerRejected]]] = defaultdict(list)
     for place, r in facts.rejected:
         refusals[r.answer_id].append((place, r))
-    resumed_answers = {c.answer_id for _, c in facts.consumed if c.outcome == "resumed"}
+    # An answer held for the other calls of its pause has its outcome too: its consumption.
+    resumed_answers = {c.answer_id for _, c in facts.consumed if c.outcome in ("resumed", "held")}
     resumed_answers |= {t.answer_id for _, t in facts.resumed}
 
     judged: set[str] = set()

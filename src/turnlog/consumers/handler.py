@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from turnlog.consumers import screening
-from turnlog.consumers.acceptance import Output, Verified, accept
+from turnlog.consumers.acceptance import Accepted, Output, Verified, accept
 from turnlog.consumers.screening import (
     DETAIL_CHARS,
     ID_CHARS,
@@ -44,12 +44,22 @@ from turnlog.consumers.screening import (
 )
 from turnlog.consumers.signatures import SignatureChecks
 from turnlog.consumers.views import BatchStoreView, CatchUp, StoreView, SupersedeView
-from turnlog.contracts.events import AnswerSubmitted, PauseRecorded
+from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approved_arguments
+from turnlog.contracts.events import AnswerSubmitted, PauseRecorded, TokenConsumed, TurnResumed
+from turnlog.contracts.group import (
+    CallAnswer,
+    Observed,
+    calls_of,
+    is_group,
+    rehydrate_calls,
+    view_for_token,
+)
 from turnlog.contracts.interactions import InteractionRegistry
 from turnlog.contracts.ledger import LedgerEntry, Outcome
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused
-from turnlog.contracts.resume import is_replay
+from turnlog.contracts.resume import is_replay, prepare_resume
 from turnlog.errors import DecodeError
+from turnlog.kafka.partitioning import consumption_key
 from turnlog.kafka.reader import Record
 from turnlog.kafka.topics import TopicSet
 from turnlog.tokens import PauseClaims, TokenVerifier
@@ -70,6 +80,8 @@ class Handled:
 
     outputs: list[Output] = field(default_factory=list)
     resumed: bool = False
+    #: an answer to one call of a pause of several, kept until the last is answered
+    held: bool = False
     duplicate: bool = False
     #: a repair request that wrote the missing half of an outcome
     repaired: bool = False
@@ -273,6 +285,9 @@ class AnswerHandler:
         try:
             if stale and isinstance(checked.verified, PauseClaims):
                 pause = self.view.pause(checked.verified.token_id)
+                if pause is not None and is_group(pause):
+                    decoded = pause.decode() if isinstance(pause, SkimmedPause) else pause
+                    pause = view_for_token(decoded, checked.verified.token_id)
             return self._finish(record, checked, pause, pending, now)
         except Exception as exc:  # noqa: BLE001 - one record must never stop the worker
             return self._unprocessable(record, exc, now)
@@ -324,13 +339,28 @@ class AnswerHandler:
         )
         token = parsed.parsed
         verified = token if isinstance(token, Refused) else self._verify(token, at)
+        if spent and ledger is not None and ledger.outcome == Outcome.HELD:
+            return whole  # held for its group: nothing of it goes on resumed yet
         checked = _Checked(answer, token_id, None, verified)
         pause, _ = self._lookup(record, checked, _Prefetched())
-        outcome = accept(
-            answer, verifier=Verified(verified), interactions=self.interactions, pause=pause,
-            ledger=None, now=at, topics=self.topics, consumed_meta=event_meta(now),
-            resumed_meta=event_meta(now, resumed_event_id(token_id, answer)),
-        )  # fmt: skip
+        outcome: Refusal | Accepted
+        if isinstance(pause, PauseRecorded) and is_group(pause):
+            grouped = self._group_outcome(checked, pause, None, pending, at)
+            if isinstance(grouped, Refusal):
+                outcome = grouped
+            elif grouped[0].outcome != Outcome.RESUMED:
+                return whole  # the group is not complete: nothing to repair
+            elif isinstance(verified, Refused):
+                outcome = verified.refusal
+            else:
+                outcome = Accepted(verified, grouped[1])
+        else:
+            outcome = accept(
+                answer, verifier=Verified(verified), interactions=self.interactions,
+                pause=pause, ledger=None, now=at, topics=self.topics,
+                consumed_meta=event_meta(now),
+                resumed_meta=event_meta(now, resumed_event_id(token_id, answer)),
+            )  # fmt: skip
         if isinstance(outcome, Refusal):
             log.warning(
                 "repair of answer %s on partition %d not made: %s (%s)",
@@ -431,6 +461,11 @@ class AnswerHandler:
             pause = None if stored is None else read_stored(stored)
         else:
             pause = self.view.pause(claims.token_id)
+        if pause is not None and is_group(pause):
+            # A pause of several calls: read as the token's own call sees it (decoded; its
+            # resume is rebuilt from the decoded messages, see _finish_group).
+            decoded = pause.decode() if isinstance(pause, SkimmedPause) else pause
+            return view_for_token(decoded, claims.token_id), False
         if pause is not None or claims.thread_id != checked.answer.thread_id:
             return pause, False
         p = record.partition
@@ -448,6 +483,8 @@ class AnswerHandler:
         pending: dict[str, LedgerEntry],
         now: datetime,
     ) -> Handled:
+        if isinstance(pause, PauseRecorded) and is_group(pause):
+            return self._finish_group(record, checked, pause, pending, now)
         outcome = accept(
             checked.answer,
             verifier=Verified(checked.verified),
@@ -465,17 +502,9 @@ class AnswerHandler:
                 outcome = self._superseded(checked) or outcome
             return self._reject(record, outcome, now, answer=checked.answer)
         claims, outputs = outcome
-        too_big = [
-            (t, len(k) + len(v)) for t, k, v in outputs if len(k) + len(v) > self.max_record_bytes
-        ]
-        if too_big:
-            topic, size = too_big[0]
-            refusal = Refusal(
-                RefusalReason.ANSWER_TOO_LARGE,
-                f"its record on {topic} would be {size} bytes, over the limit of "
-                f"{self.max_record_bytes}; answer with a shorter response",
-            )
-            return self._reject(record, refusal, now, answer=checked.answer)
+        too_big = self._too_big(outputs)
+        if too_big is not None:
+            return self._reject(record, too_big, now, answer=checked.answer)
         answer_id = checked.answer.answer_id
         pending[claims.token_id] = LedgerEntry(Outcome.RESUMED, answer_id, claims.thread_id)
         # The INFO line is the worker's, once the transaction committed.
@@ -489,6 +518,139 @@ class AnswerHandler:
             thread_id=claims.thread_id,
             answer_id=clip(answer_id, ID_CHARS),
         )
+
+    def _too_big(self, outputs: Sequence[Output]) -> Refusal | None:
+        for topic, key, value in outputs:
+            size = len(key) + len(value or b"")
+            if size > self.max_record_bytes:
+                return Refusal(
+                    RefusalReason.ANSWER_TOO_LARGE,
+                    f"its record on {topic} would be {size} bytes, over the limit of "
+                    f"{self.max_record_bytes}; answer with a shorter response",
+                )
+        return None
+
+    # -- a pause of several calls ---------------------------------------------------------------
+
+    def _finish_group(
+        self,
+        record: Record,
+        checked: _Checked,
+        pause: PauseRecorded,
+        pending: dict[str, LedgerEntry],
+        now: datetime,
+    ) -> Handled:
+        """An answer to one call of a pause of several (``pause``: that call's view). Steps 1-5
+        are the single call's; then the answer is held while another call of the group is
+        still open, and the answer that completes the group resumes the turn once, every
+        call's observation in the order of the calls (:mod:`turnlog.contracts.group`)."""
+        outcome = self._group_outcome(checked, pause, checked.ledger, pending, now)
+        if isinstance(outcome, Refusal):
+            if outcome.reason == RefusalReason.NO_RECORDED_TURN_STATE:
+                outcome = self._superseded(checked) or outcome
+            return self._reject(record, outcome, now, answer=checked.answer)
+        entry, outputs = outcome
+        too_big = self._too_big(outputs)
+        if too_big is not None:
+            return self._reject(record, too_big, now, answer=checked.answer)
+        pending[pause.token_id] = entry
+        return Handled(
+            outputs=outputs,
+            resumed=entry.outcome == Outcome.RESUMED,
+            held=entry.outcome == Outcome.HELD,
+            thread_id=entry.thread_id,
+            answer_id=clip(checked.answer.answer_id, ID_CHARS),
+        )
+
+    def _group_outcome(
+        self,
+        checked: _Checked,
+        pause: PauseRecorded,
+        ledger: LedgerEntry | None,
+        pending: Mapping[str, LedgerEntry],
+        now: datetime,
+    ) -> Refusal | tuple[LedgerEntry, list[Output]]:
+        """The ledger entry and outputs of an answer to one call of a group, or its refusal."""
+        answer = checked.answer
+        prepared = prepare_resume(
+            answer,
+            verifier=Verified(checked.verified),
+            interactions=self.interactions,
+            pause=pause,
+            ledger=ledger,
+            now=now,
+        )
+        if isinstance(prepared, Refusal):
+            return prepared
+        claims = prepared.claims
+        calls = calls_of(pause)
+        others: dict[str, LedgerEntry | None] = {}
+        for call in calls:
+            if call.token_id != claims.token_id:
+                others[call.token_id] = pending.get(call.token_id) or self.view.ledger(
+                    call.token_id
+                )
+        if any(e is not None and e.outcome == Outcome.EXPIRED for e in others.values()):
+            return Refusal(
+                RefusalReason.PAUSE_EXPIRED,
+                "another call of this pause was expired by its owner: the turn can no longer "
+                "resume",
+            )
+        topics = self.topics
+        key = consumption_key(claims.thread_id, claims.token_id)
+        if any(e is None for e in others.values()):
+            held = TokenConsumed(
+                **event_meta(now), token_id=claims.token_id, answer_id=answer.answer_id,
+                thread_id=claims.thread_id, checkpoint_id=claims.checkpoint_id,
+                outcome=Outcome.HELD, response_json=answer.response_json,
+            )  # fmt: skip
+            entry = LedgerEntry(
+                Outcome.HELD, answer.answer_id, claims.thread_id, answer.response_json
+            )
+            return entry, [(topics.consumptions, key, encode(held))]
+        observed: list[Observed] = []
+        answers: list[dict[str, str]] = []
+        for call in calls:
+            call_id = call.tool_call_id or call.interrupt_id
+            if call.token_id == claims.token_id:
+                answer_id, response_json = answer.answer_id, answer.response_json
+                response = prepared.response
+            else:
+                got = others[call.token_id]
+                if got is None:  # every other call is held here (checked above)
+                    raise RuntimeError("a group's call is neither held nor this answer's")
+                answer_id, response_json = got.answer_id, got.response_json
+                response = self.interactions.get(call.response_schema).validate(response_json)
+            interaction = self.interactions.get(call.response_schema)
+            leave_open = (
+                approved_arguments(response) if call.response_schema == APPROVE_TOOL_CALL else None
+            )
+            observed.append(Observed(call_id, interaction.observation(response), leave_open))
+            answers.append(
+                CallAnswer(
+                    call.tool_call_id, call.interrupt_id, call.token_id, answer_id,
+                    call.response_schema, response_json,
+                ).record()
+            )  # fmt: skip
+        try:
+            history = rehydrate_calls(pause.checkpoint, observed)
+        except Refused as refused:
+            return refused.refusal
+        resumed = TurnResumed(
+            **event_meta(now, resumed_event_id(checked.token_id, answer)),
+            token_id=claims.token_id, answer_id=answer.answer_id, run_id=claims.run_id,
+            session_id=claims.session_id, thread_id=claims.thread_id,
+            checkpoint_id=claims.checkpoint_id, interrupt_id=claims.interrupt_id,
+            tool_call_id=claims.tool_call_id, name=claims.interaction,
+            prompt=pause.checkpoint.prompt, response_json=answer.response_json,
+            history=history, answered=prepared.answered, answers=tuple(answers),
+        )  # fmt: skip
+        consumed = prepared.token_consumed(**event_meta(now))
+        entry = LedgerEntry(Outcome.RESUMED, answer.answer_id, claims.thread_id)
+        return entry, [
+            (topics.consumptions, key, encode(consumed)),
+            (topics.resumed, claims.thread_id.encode(), encode(resumed)),
+        ]
 
     # -- refusals -----------------------------------------------------------------------------
 

@@ -86,6 +86,8 @@ _PROBE_SECONDS = 10.0
 @dataclass
 class WorkerStats:
     resumed: int = 0
+    #: answers to one call of a pause of several, held until its last call is answered
+    held: int = 0
     rejected: int = 0
     duplicates: int = 0
     #: repair requests that wrote a lost half of an outcome (``turnlog audit --heal``)
@@ -575,6 +577,8 @@ class ResumeWorker(Lifecycle):
                 counts.repaired += 1
             elif handled.resumed:
                 counts.resumed += 1
+            elif handled.held:
+                counts.held += 1
             elif handled.duplicate:
                 counts.duplicates += 1
             elif handled.refusal is not None:
@@ -593,6 +597,7 @@ class ResumeWorker(Lifecycle):
         # Committed: only now does the store learn of the consumptions.
         self._applier.record_consumptions(one.pending)
         self.stats.resumed += counts.resumed
+        self.stats.held += counts.held
         self.stats.rejected += counts.rejected
         self.stats.duplicates += counts.duplicates
         self.stats.repaired += counts.repaired
@@ -627,6 +632,8 @@ class ResumeWorker(Lifecycle):
                 self.metrics.resume_latency.observe(max(0.0, committed_at - stamp / 1000))
         elif handled.repaired:
             outcome = "repaired"
+        elif handled.held:
+            outcome = "held"
         elif handled.duplicate:
             outcome = "duplicate"
         elif handled.refusal is not None:

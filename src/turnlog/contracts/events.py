@@ -32,6 +32,12 @@ class PauseRecorded(Event):
     ``request_json`` is the paused request as recorded (its hash is the token's ``request_hash``
     claim); ``response_schema`` is the interaction name whose registered schema the answer must
     satisfy; ``expires_at`` closes the window.
+
+    ``group`` is set when the asking round made several calls that each wait on a person: every
+    one of them, in the order of the calls, as ``PausedCall`` mappings (``tool_call_id``,
+    ``interrupt_id``, ``token_id``, ``request_json``, ``request_hash``, ``response_schema``),
+    each with its own token. The top-level fields are then the first call's. Empty: a pause of
+    one call, as every pause was before groups (see :mod:`turnlog.contracts.group`).
     """
 
     checkpoint: TurnCheckpoint
@@ -40,6 +46,7 @@ class PauseRecorded(Event):
     request_hash: str
     response_schema: str
     expires_at: datetime
+    group: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,14 +75,16 @@ class AnswerSubmitted(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TokenConsumed(Event):
-    """The one final record of a token: spent by an answer (``resumed``) or by its window closing
-    (``expired``)."""
+    """The one final record of a token: spent by an answer (``resumed``), by an answer to one call
+    of a group whose other calls still wait (``held``: its ``response_json`` is kept here until
+    the last call is answered), or by its window closing (``expired``)."""
 
     token_id: str
     answer_id: str
     thread_id: str
     checkpoint_id: str
-    outcome: str  # "resumed" | "expired"
+    outcome: str  # "resumed" | "held" | "expired"
+    response_json: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,9 +138,15 @@ class TurnResumed(Event):
     response_json: str
     history: tuple[Mapping[str, Any], ...] = field(default=())
     answered: AskUserAnswered | None = None
+    #: A turn that waited on several calls: each call's answer (``CallAnswer`` mappings:
+    #: ``tool_call_id``, ``interrupt_id``, ``token_id``, ``answer_id``, ``name``,
+    #: ``response_json``), in the order of the calls; the top-level answer is the last one.
+    answers: tuple[Mapping[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "history", tuple(normalize_message(m) for m in self.history))
+        if type(self.answers) is not tuple:
+            object.__setattr__(self, "answers", tuple(self.answers))
 
 
 AnyEvent = (

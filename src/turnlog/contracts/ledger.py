@@ -19,16 +19,21 @@ class Outcome(StrEnum):
     """How a token was spent; the value is what ``TokenConsumed.outcome`` carries."""
 
     RESUMED = "resumed"
+    #: Spent by an answer to one call of a group whose other calls still wait: the answer is
+    #: kept (its response on the row) and the turn resumes with the group's last answer.
+    HELD = "held"
     EXPIRED = "expired"
 
 
 @dataclass(frozen=True, slots=True)
 class LedgerEntry:
-    """A spent token: its outcome, the answer that spent it (empty for an expiry), its thread."""
+    """A spent token: its outcome, the answer that spent it (empty for an expiry), its thread,
+    and for a held answer the response it gave (kept until its group resumes)."""
 
     outcome: Outcome
     answer_id: str
     thread_id: str = ""
+    response_json: str = ""
 
 
 def retire_before_ms(now_ms: int, leeway_ms: int, keep_ms: int) -> int:

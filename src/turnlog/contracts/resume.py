@@ -137,7 +137,7 @@ def is_replay(answer: AnswerSubmitted, ledger: LedgerEntry | None) -> bool:
     :func:`prepare_resume`, which would otherwise refuse it as already consumed."""
     return (
         ledger is not None
-        and ledger.outcome == Outcome.RESUMED
+        and ledger.outcome != Outcome.EXPIRED  # resumed, or held for its group
         and ledger.answer_id == answer.answer_id
     )
 
@@ -332,10 +332,9 @@ def check_resume(
     if ledger is not None:
         if ledger.outcome == Outcome.EXPIRED:
             return Refusal(RefusalReason.PAUSE_EXPIRED, "the pause was expired by its owner")
-        return Refusal(
-            RefusalReason.ALREADY_CONSUMED,
-            f"the token was spent by answer {ledger.answer_id!r}",
-        )
+        held = " (held for its pause's other calls)" if ledger.outcome == Outcome.HELD else ""
+        spent = f"the token was spent by answer {ledger.answer_id!r}{held}"
+        return Refusal(RefusalReason.ALREADY_CONSUMED, spent)
     return CheckedResume(
         claims=claims,
         response=response,

@@ -26,9 +26,10 @@ broker is :mod:`turnlog.kafka.outage`'s.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -39,6 +40,15 @@ from turnlog._version import __version__
 from turnlog.clock import utc_now
 from turnlog.contracts.checkpoint import TURN_STATE_VERSION, TurnCheckpoint
 from turnlog.contracts.events import PauseRecorded
+from turnlog.contracts.group import (
+    CallToPause,
+    PausedCall,
+    call_arguments,
+    call_name,
+    call_order,
+    calls_of,
+    view_for_token,
+)
 from turnlog.contracts.interactions import InteractionRegistry, default_interactions
 from turnlog.contracts.messages import normalize_message
 from turnlog.contracts.refusals import Refused
@@ -313,6 +323,24 @@ class PauseRecorder:
             raise PauseInvalid("ttl", f"a pause's window must be at least one second, got {got}")
         return window
 
+    def _encoded(self, pause: PauseRecorded) -> tuple[bytes, bytes]:
+        """The pause's value and key, or :class:`PauseInvalid` for one that cannot be written
+        or would not fit in a record."""
+        try:
+            value = encode(pause)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise PauseInvalid("checkpoint", f"cannot be written: {exc}") from None
+        cp = pause.checkpoint
+        key = pause_key(cp.thread_id, cp.checkpoint_id)
+        size = len(key) + len(value)
+        if size > self.settings.max_record_bytes:
+            raise PauseInvalid(
+                "checkpoint",
+                f"the pause record would be {size} bytes, over the {self.settings.max_record_bytes}"
+                " a record may have (TURNLOG_MAX_RECORD_BYTES)",
+            )
+        return value, key
+
     def prepare(
         self,
         checkpoint: TurnCheckpoint,
@@ -357,18 +385,7 @@ class PauseRecorder:
             response_schema=name,
             expires_at=issued_at + window,
         )
-        try:
-            value = encode(pause)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise PauseInvalid("checkpoint", f"cannot be written: {exc}") from None
-        key = pause_key(checkpoint.thread_id, checkpoint.checkpoint_id)
-        size = len(key) + len(value)
-        if size > self.settings.max_record_bytes:
-            raise PauseInvalid(
-                "checkpoint",
-                f"the pause record would be {size} bytes, over the {self.settings.max_record_bytes}"
-                " a record may have (TURNLOG_MAX_RECORD_BYTES)",
-            )
+        value, key = self._encoded(pause)
         # A trial signature: whatever would stop the token after the commit stops it now.
         try:
             self._issuer.issue(PauseClaims.for_pause(pause, pause_partition=0, pause_offset=0))
@@ -390,11 +407,151 @@ class PauseRecorder:
         pause, key, value = self.prepare(
             checkpoint, request_json=request_json, interaction=interaction, ttl=ttl
         )
+        partition, offset, trace = await self._write(pause, key, value, traceparent)
+        claims = PauseClaims.for_pause(pause, pause_partition=partition, pause_offset=offset)
+        return RecordedPause(self._issuer.issue(claims), pause, partition, offset, trace)
+
+    def prepare_calls(
+        self,
+        checkpoint: TurnCheckpoint,
+        calls: Sequence[CallToPause],
+        *,
+        ttl: timedelta | None = None,
+    ) -> tuple[PauseRecorded, bytes, bytes]:
+        """A pause of several calls of one asking round (:mod:`turnlog.contracts.group`): one
+        record, one token per call, the calls in the order the model made them. Each call is
+        checked as a pause of one call is; :class:`PauseInvalid` names the call and the field.
+        The checkpoint's own call fields are taken from the first call. No I/O."""
+        if isinstance(calls, str | bytes) or not isinstance(calls, Sequence):
+            raise PauseInvalid("calls", "must be a list of CallToPause")
+        if len(calls) < 2:
+            raise PauseInvalid(
+                "calls", f"a pause of several calls needs two or more, got {len(calls)}: "
+                "pause one call with pause()"
+            )  # fmt: skip
+        order = call_order(checkpoint)
+        seen: set[str] = set()
+        for index, call in enumerate(calls):
+            if not isinstance(call, CallToPause):
+                got = type(call).__name__
+                raise PauseInvalid(f"calls[{index}]", f"must be a CallToPause, got {got}")
+            if call.tool_call_id not in order:
+                raise PauseInvalid(
+                    f"calls[{index}].tool_call_id",
+                    f"{call.tool_call_id!r} is not a call of the asking round "
+                    f"(its calls: {', '.join(order) or 'none'})",
+                )
+            if call.tool_call_id in seen:
+                raise PauseInvalid(
+                    f"calls[{index}].tool_call_id", f"{call.tool_call_id!r} is named twice"
+                )
+            seen.add(call.tool_call_id)
+        ordered = sorted(calls, key=lambda c: order[c.tool_call_id])
+        window = self._window(ttl)
+        issued_at = self._clock().replace(microsecond=0)
+        group: list[dict[str, str]] = []
+        for call in ordered:
+            where = f"call {call.tool_call_id}"
+            name = call.interaction
+            if name is None:
+                name = call_name(checkpoint, call.tool_call_id) or ""
+            given = call.request is not None
+            if call.request is None:
+                request_json = call_arguments(checkpoint, call.tool_call_id) or "{}"
+            elif isinstance(call.request, str):
+                request_json = call.request
+            else:
+                try:
+                    request_json = json.dumps(call.request, sort_keys=True, ensure_ascii=False)
+                except (TypeError, ValueError) as exc:
+                    raise PauseInvalid(f"{where}: request", f"is not JSON: {exc}") from None
+            try:
+                hashed = request_hash(request_json)
+            except ValueError as exc:
+                raise PauseInvalid(f"{where}: request", str(exc)) from None
+            if name not in self._interactions:
+                known = ", ".join(self._interactions.names) or "none"
+                raise PauseInvalid(
+                    f"{where}: interaction",
+                    f"no interaction {name!r} is registered here (known: {known})",
+                )
+            problem = self._interactions.get(name).request_problem(request_json)
+            if problem is not None:
+                whose = "" if given else " (none given: its arguments)"
+                raise PauseInvalid(f"{where}: request", f"{name} cannot ask it{whose}: {problem}")
+            group.append(
+                PausedCall(
+                    call.tool_call_id, call.interrupt_id, uuid.uuid4().hex, request_json,
+                    hashed, name,
+                ).record()
+            )  # fmt: skip
+        first = PausedCall.of(group[0])
+        checkpoint = dataclasses.replace(
+            checkpoint,
+            tool_call_id=first.tool_call_id,
+            interrupt_id=first.interrupt_id,
+            name=first.response_schema,
+        )
+        check_checkpoint(checkpoint)
+        pause = PauseRecorded(
+            event_id=uuid.uuid4().hex,
+            occurred_at=issued_at,
+            package_version=__version__,
+            checkpoint=checkpoint,
+            token_id=first.token_id,
+            request_json=first.request_json,
+            request_hash=first.request_hash,
+            response_schema=first.response_schema,
+            expires_at=issued_at + window,
+            group=tuple(group),
+        )
+        value, key = self._encoded(pause)
+        for paused in calls_of(pause):  # a trial signature of every call's token
+            try:
+                view = view_for_token(pause, paused.token_id)
+                self._issuer.issue(PauseClaims.for_pause(view, pause_partition=0, pause_offset=0))
+            except (ValueError, TypeError, TurnlogError) as exc:
+                raise PauseInvalid(
+                    f"call {paused.tool_call_id}", f"no token can be issued for it: {exc}"
+                ) from None
+        return pause, key, value
+
+    async def record_calls(
+        self,
+        checkpoint: TurnCheckpoint,
+        calls: Sequence[CallToPause],
+        *,
+        ttl: timedelta | None = None,
+        traceparent: str | tracing.TraceParent | None = None,
+    ) -> list[RecordedPause]:
+        """:meth:`prepare_calls`, written as :meth:`record` writes a pause: one record, one
+        commit; then one signed token per call, in the order of the calls. Each
+        :class:`RecordedPause` is its call's (its ``pause`` is that call's view)."""
+        pause, key, value = self.prepare_calls(checkpoint, calls, ttl=ttl)
+        partition, offset, trace = await self._write(pause, key, value, traceparent)
+        recorded = []
+        for call in calls_of(pause):
+            view = view_for_token(pause, call.token_id)
+            claims = PauseClaims.for_pause(view, pause_partition=partition, pause_offset=offset)
+            recorded.append(
+                RecordedPause(self._issuer.issue(claims), view, partition, offset, trace)
+            )
+        return recorded
+
+    async def _write(
+        self,
+        pause: PauseRecorded,
+        key: bytes,
+        value: bytes,
+        traceparent: str | tracing.TraceParent | None,
+    ) -> tuple[int, int, str]:
+        """Write one checked pause in a transaction; its partition, offset and traceparent."""
         trace = tracing.start(traceparent)
+        thread_id = pause.checkpoint.thread_id
 
         async def attempt() -> tuple[int, int]:
             producer, partitions = await self._open()
-            partition = partition_for(checkpoint.thread_id, partitions)
+            partition = partition_for(thread_id, partitions)
             # Not ``async with producer.transaction()``: its exit aborts, and an abort waits for
             # a broker that may be gone. A failed transaction is left to the next producer.
             try:
@@ -416,5 +573,4 @@ class PauseRecorder:
             who="pause recorder",
             timeout=attempt_timeout(self.settings),
         )
-        claims = PauseClaims.for_pause(pause, pause_partition=partition, pause_offset=offset)
-        return RecordedPause(self._issuer.issue(claims), pause, partition, offset, str(trace))
+        return partition, offset, str(trace)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from turnlog.contracts.events import PauseRecorded, TokenConsumed
+from turnlog.contracts.group import view_for_token
 from turnlog.contracts.ledger import LedgerEntry
 from turnlog.errors import DecodeError
 from turnlog.kafka.partitioning import split_key
@@ -105,6 +106,7 @@ class StoreApplier:
             expires_at_ms=pause.expires_at_ms,
             # offsets into record.value, which it skimmed
             messages_hint=messages_hint(cp) if self.messages_hints else None,
+            group_tokens=[call["token_id"] for call in pause.group],
         )
 
     def _consumption(self, batch: Batch, record: Record) -> None:
@@ -116,7 +118,11 @@ class StoreApplier:
             return
         consumed = decode(record.value, TokenConsumed)
         batch.put_consumption(
-            consumed.thread_id, consumed.token_id, consumed.outcome, consumed.answer_id
+            consumed.thread_id,
+            consumed.token_id,
+            consumed.outcome,
+            consumed.answer_id,
+            consumed.response_json,
         )
 
     # -- reads used by the resume worker --------------------------------------------------------
@@ -125,7 +131,8 @@ class StoreApplier:
         info = self.store.pause_for_token(token_id)
         if info is None:
             return None
-        return decode(info.value, PauseRecorded)
+        # A pause of several calls, as the token's own call sees it.
+        return view_for_token(decode(info.value, PauseRecorded), token_id)
 
     def ledger(self, token_id: str) -> LedgerEntry | None:
         return self.store.ledger(token_id)
@@ -144,6 +151,6 @@ class StoreApplier:
             return
         with self.store.batch() as batch:
             batch.put_consumptions(
-                (entry.thread_id, token_id, entry.outcome, entry.answer_id)
+                (entry.thread_id, token_id, entry.outcome, entry.answer_id, entry.response_json)
                 for token_id, entry in spent.items()
             )

@@ -89,35 +89,42 @@ class Batch:
         token_id: str | None = None,
         expires_at_ms: int | None = None,
         messages_hint: Sequence[int] | None = None,
+        group_tokens: Sequence[str] = (),
     ) -> None:
         """Record a checkpoint (a pauses record), replacing one with the same checkpoint id.
 
         With a token, the pause can be found by token and, until the token is spent, by deadline;
-        ``messages_hint`` (what the skim of ``value`` found) goes into the token's entry.
+        ``messages_hint`` (what the skim of ``value`` found) goes into the token's entry. A pause
+        of several calls (``group_tokens``: the other calls' tokens, sharing the window) is found
+        by each of its tokens, and each is in the deadline index until it is spent.
         """
         if (token_id is None) != (expires_at_ms is None):
             raise ValueError("a pause's token_id and expires_at_ms come together or not at all")
+        if group_tokens and token_id is None:
+            raise ValueError("a pause of several calls has a token for each")
         # Every check before the first change: a refused pause leaves the batch as it was.
         deadline = None if expires_at_ms is None else u64(expires_at_ms, "expires_at_ms")
         prefix = thread_prefix(thread_id)
         own = checkpoint_id.encode("utf-8")
         checkpoint = prefix + u64(sequence, "sequence") + own
+        others = [t for t in dict.fromkeys(group_tokens) if t != token_id]
         self._delete_pause(thread_id, checkpoint_id, prefix + own)
         pending = self._pending
         pending[CHECKPOINTS][checkpoint] = bytes(value)
-        pending[PAUSES][prefix + own] = dump_locator(sequence, token_id, expires_at_ms)
+        pending[PAUSES][prefix + own] = dump_locator(sequence, token_id, expires_at_ms, others)
         if token_id is None or expires_at_ms is None or deadline is None:
             return
-        token = token_id.encode()
-        if (previous := self._get(TOKENS, token)) is not None:
-            was = deadline_key(load(previous)["expires_at"], token_id)
-            self._delete(DEADLINES, was)
-            self._delete(SPENT, was)
-        pending[TOKENS][token] = dump_token(
-            thread_id, checkpoint_id, sequence, token_id, expires_at_ms, messages_hint
-        )
-        index = DEADLINES if self._get(LEDGER, token) is None else SPENT
-        pending[index][deadline + token] = thread_id.encode()
+        for each in (token_id, *others):
+            token = each.encode()
+            if (previous := self._get(TOKENS, token)) is not None:
+                was = deadline_key(load(previous)["expires_at"], each)
+                self._delete(DEADLINES, was)
+                self._delete(SPENT, was)
+            pending[TOKENS][token] = dump_token(
+                thread_id, checkpoint_id, sequence, each, expires_at_ms, messages_hint
+            )
+            index = DEADLINES if self._get(LEDGER, token) is None else SPENT
+            pending[index][deadline + token] = thread_id.encode()
 
     def delete_pause(self, thread_id: str, checkpoint_id: str) -> None:
         """Apply a tombstone on the pauses topic: the checkpoint and its token indexes go."""
@@ -130,26 +137,30 @@ class Batch:
         locator = load(raw)
         self._delete(PAUSES, key)
         self._delete(CHECKPOINTS, checkpoint_key(thread_id, locator["sequence"], checkpoint_id))
-        token_id = locator["token_id"]
-        if token_id is None:
+        if locator["token_id"] is None:
             return
-        info = self._get(TOKENS, token_id.encode())
-        owner = None if info is None else load(info)
-        # A token id re-used by a later pause belongs to that pause now: leave its indexes alone.
-        if owner and (owner["thread_id"], owner["checkpoint_id"]) == (thread_id, checkpoint_id):
-            self._delete(TOKENS, token_id.encode())
-            self._delete(DEADLINES, deadline_key(locator["expires_at"], token_id))
-            self._delete(SPENT, deadline_key(locator["expires_at"], token_id))
+        for token_id in (locator["token_id"], *locator.get("group", ())):
+            info = self._get(TOKENS, token_id.encode())
+            owner = None if info is None else load(info)
+            # A token id re-used by a later pause belongs to that pause now: leave it alone.
+            if owner and (owner["thread_id"], owner["checkpoint_id"]) == (
+                thread_id,
+                checkpoint_id,
+            ):
+                self._delete(TOKENS, token_id.encode())
+                self._delete(DEADLINES, deadline_key(locator["expires_at"], token_id))
+                self._delete(SPENT, deadline_key(locator["expires_at"], token_id))
 
-    def put_consumptions(self, spent: Iterable[tuple[str, str, str, str]]) -> None:
-        """:meth:`put_consumption` of each ``(thread_id, token_id, outcome, answer_id)``, with
-        the store's ledger and token entries they read fetched in one multi-get each."""
+    def put_consumptions(self, spent: Iterable[tuple[str, str, str, str, str]]) -> None:
+        """:meth:`put_consumption` of each ``(thread_id, token_id, outcome, answer_id,
+        response_json)``, with the store's ledger and token entries they read fetched in one
+        multi-get each."""
         spent = list(spent)
-        tokens = [token_id.encode() for _, token_id, _, _ in spent]
+        tokens = [item[1].encode() for item in spent]
         self.prefetch(LEDGER, tokens)
         self.prefetch(TOKENS, tokens)
-        for thread_id, token_id, outcome, answer_id in spent:
-            self.put_consumption(thread_id, token_id, outcome, answer_id)
+        for thread_id, token_id, outcome, answer_id, response_json in spent:
+            self.put_consumption(thread_id, token_id, outcome, answer_id, response_json)
 
     def prefetch(self, family: str, keys: list[bytes]) -> None:
         """Read the stored values of ``keys`` now, in one go, for the reads this batch makes
@@ -161,15 +172,23 @@ class Batch:
         if wanted:
             ahead.update(zip(wanted, self._read_many(family, wanted), strict=True))
 
-    def put_consumption(self, thread_id: str, token_id: str, outcome: str, answer_id: str) -> None:
-        """Record the one final record of a token: it is spent and leaves the deadline index."""
+    def put_consumption(
+        self,
+        thread_id: str,
+        token_id: str,
+        outcome: str,
+        answer_id: str,
+        response_json: str = "",
+    ) -> None:
+        """Record the one final record of a token: it is spent and leaves the deadline index
+        (a held answer's ``response_json`` is kept on its row)."""
         if outcome not in OUTCOMES:
             raise ValueError(f"a consumption outcome is one of {sorted(OUTCOMES)}, got {outcome!r}")
         by_thread = thread_token_key(thread_id, token_id)  # validates before anything changes
         token = token_id.encode()
         if (previous := self._get(LEDGER, token)) is not None:
             self._delete(THREAD_TOKENS, thread_token_key(load(previous)["thread_id"], token_id))
-        self._put(LEDGER, token, dump_ledger(outcome, answer_id, thread_id))
+        self._put(LEDGER, token, dump_ledger(outcome, answer_id, thread_id, response_json))
         self._put(THREAD_TOKENS, by_thread, b"")
         if (info := self._get(TOKENS, token)) is not None:
             pause = load(info)

@@ -123,12 +123,16 @@ def dump(record: dict[str, Any]) -> bytes:
 # fraction of the cost of the general encoder, which a replay pays for every pause.
 
 
-def dump_locator(sequence: int, token_id: str | None, expires_at: int | None) -> bytes:
-    """``dump({"sequence": ..., "token_id": ..., "expires_at": ...})``: a pause's locator."""
+def dump_locator(
+    sequence: int, token_id: str | None, expires_at: int | None, group: Sequence[str] = ()
+) -> bytes:
+    """``dump({"sequence": ..., "token_id": ..., "expires_at": ...})``: a pause's locator; a
+    pause of several calls also names the other calls' tokens (``"group"``)."""
     token = "null" if token_id is None else _STRING(token_id)
     expires = "null" if expires_at is None else int.__repr__(expires_at)
     number = int.__repr__(sequence)
-    return f'{{"expires_at":{expires},"sequence":{number},"token_id":{token}}}'.encode()
+    others = f'"group":[{",".join(_STRING(t) for t in group)}],' if group else ""
+    return f'{{"expires_at":{expires},{others}"sequence":{number},"token_id":{token}}}'.encode()
 
 
 def dump_token(
@@ -171,11 +175,13 @@ def token_hint(raw: bytes) -> tuple[int, ...] | None:
         return None
 
 
-def dump_ledger(outcome: str, answer_id: str, thread_id: str) -> bytes:
-    """``dump`` of a ledger entry: how the token was spent, by which answer, on which thread."""
+def dump_ledger(outcome: str, answer_id: str, thread_id: str, response_json: str = "") -> bytes:
+    """``dump`` of a ledger entry: how the token was spent, by which answer, on which thread --
+    and for a held answer (one call of a group), its response, kept until the group resumes."""
+    held = f'"response_json":{_STRING(response_json)},' if response_json else ""
     return (
         f'{{"answer_id":{_STRING(answer_id)},"outcome":{_STRING(outcome)},'
-        f'"thread_id":{_STRING(thread_id)}}}'
+        f'{held}"thread_id":{_STRING(thread_id)}}}'
     ).encode()
 
 

@@ -351,7 +351,10 @@ class Store:
             return None
         entry = layout.load(raw)
         return LedgerEntry(
-            Outcome(entry["outcome"]), entry["answer_id"], entry.get("thread_id", "")
+            Outcome(entry["outcome"]),
+            entry["answer_id"],
+            entry.get("thread_id", ""),
+            entry.get("response_json", ""),
         )
 
     def pause_values(self, token_ids: Sequence[str]) -> list[StoredPause | None]:
@@ -392,7 +395,10 @@ class Store:
             entry = layout.load(bytes(raw))
             found.append(
                 LedgerEntry(
-                    Outcome(entry["outcome"]), entry["answer_id"], entry.get("thread_id", "")
+                    Outcome(entry["outcome"]),
+                    entry["answer_id"],
+                    entry.get("thread_id", ""),
+                    entry.get("response_json", ""),
                 )
             )
         return found

@@ -61,10 +61,10 @@ def millis_bytes(moment: datetime) -> bytes:
 @functools.cache
 def _consumed_header() -> bytes:
     """``TokenConsumed``'s single-object header, after checking that its fields are still the
-    eight strings and one timestamp this module writes by hand."""
+    nine strings and one timestamp this module writes by hand."""
     fields = [(f["name"], f["type"]) for f in schema_for("TokenConsumed")["fields"]]
     expected = ["event_id", "occurred_at", "package_version", "token_id", "answer_id"]
-    expected += ["thread_id", "checkpoint_id", "outcome"]
+    expected += ["thread_id", "checkpoint_id", "outcome", "response_json"]
     if [name for name, _ in fields] != expected or any(
         kind != "string" for name, kind in fields if name != "occurred_at"
     ):
@@ -79,6 +79,7 @@ def encode_token_consumed(
     thread_id: str,
     checkpoint_id: str,
     outcome: str,
+    response_json: str = "",
 ) -> bytes:
     """The single-object ``TokenConsumed`` of these fields (``meta``: its ``event_id``,
     ``occurred_at`` and ``package_version``), byte for byte what
@@ -90,7 +91,15 @@ def encode_token_consumed(
         parts.append(millis_bytes(meta["occurred_at"]))
         strings_into(
             parts,
-            (meta["package_version"], token_id, answer_id, thread_id, checkpoint_id, outcome),
+            (
+                meta["package_version"],
+                token_id,
+                answer_id,
+                thread_id,
+                checkpoint_id,
+                outcome,
+                response_json,
+            ),
         )
         return b"".join(parts)
     except (TypeError, UnicodeEncodeError, OverflowError) as exc:

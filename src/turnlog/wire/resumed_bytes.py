@@ -70,7 +70,7 @@ def _writers() -> _Writers:
     """The compiled writers, after checking that the schemas are still the ones this module
     lays out by hand: a field added to ``TurnResumed`` must fail here, not write a wrong record."""
     fields = [f["name"] for f in schema_for("TurnResumed")["fields"]]
-    if fields != [*ResumedFields._fields, "history", "answered"]:
+    if fields != [*ResumedFields._fields, "history", "answered", "answers"]:
         raise RuntimeError(f"TurnResumed's fields changed ({fields}); update resumed_bytes")
     message = schema_for("Message")
     names = [f["name"] for f in message["fields"]]
@@ -125,6 +125,9 @@ def encode_turn_resumed(
                 "time_to_answer_seconds": answered.time_to_answer_seconds,
             }
             writers.answered(record, parts.append)
+        # answers: the calls of a group, written only by the decoding path (a group's last
+        # answer is resumed decoded): here, always the empty array.
+        parts.append(b"\x00")
     except (TypeError, UnicodeEncodeError, OverflowError) as exc:
         raise ValueError(f"TurnResumed cannot be written with its schema: {exc}") from exc
     return b"".join(parts)

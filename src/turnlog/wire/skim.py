@@ -109,6 +109,8 @@ class SkimmedPause(NamedTuple):
     #: The single-object record skimmed: the bytes given, or for a pause written with an earlier
     #: schema version, the same pause written with today's.
     value: bytes
+    #: The calls of a pause of several (``PauseRecorded.group``); empty for one call.
+    group: tuple[Mapping[str, Any], ...] = ()
 
     def decode(self) -> PauseRecorded:
         """The full value, for the rare reader that needs the messages as a ``PauseRecorded``."""
@@ -205,6 +207,7 @@ def _skimmed(
         expires_at,
         (expires_at - _EPOCH) // _MILLI,
         value,
+        tuple(record["group"]),
     )
 
 
@@ -343,4 +346,5 @@ def _from_value(pause: PauseRecorded) -> SkimmedPause:
         pause.expires_at,
         (pause.expires_at - _EPOCH) // _MILLI,
         encode(pause),
+        pause.group,
     )
