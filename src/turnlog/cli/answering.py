@@ -82,6 +82,7 @@ class Open:
 
 def open_pauses(store: Any, now: datetime, thread: str | None = None) -> list[Open]:
     """The pending pauses in ``store`` (of ``thread`` only, when given), soonest deadline first."""
+    from turnlog.contracts.group import view_for_token
     from turnlog.errors import DecodeError
     from turnlog.wire.codec import decode
 
@@ -93,7 +94,7 @@ def open_pauses(store: Any, now: datetime, thread: str | None = None) -> list[Op
         if info is None:
             continue
         try:
-            recorded = decode(info.value, PauseRecorded)
+            recorded = view_for_token(decode(info.value, PauseRecorded), pause.token_id)
         except DecodeError:
             continue
         found.append(Open(recorded, pause.expires_at_ms))

@@ -17,6 +17,7 @@ from typing import Any, Final
 
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL
 from turnlog.contracts.events import PauseRecorded
+from turnlog.contracts.group import view_for_token
 from turnlog.contracts.interactions import ASK_USER
 from turnlog.contracts.ledger import Outcome
 from turnlog.contracts.visible import marks
@@ -266,12 +267,13 @@ def pause_view(store: Store, token_id: str, now: datetime) -> PauseView | None:
     if info is None:
         return None
     try:
-        recorded = decode(info.value, PauseRecorded)
+        # A pause of several calls, as this token's own call sees it.
+        recorded = view_for_token(decode(info.value, PauseRecorded), token_id)
     except DecodeError:
         return None
     spent = store.ledger(token_id)
     if spent is not None:
-        status = ANSWERED if spent.outcome == Outcome.RESUMED else EXPIRED
+        status = EXPIRED if spent.outcome == Outcome.EXPIRED else ANSWERED  # resumed, or held
     elif recorded.expires_at <= now:
         status = EXPIRED
     else:
