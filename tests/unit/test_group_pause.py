@@ -308,3 +308,29 @@ def test_the_store_finds_the_pause_by_each_token_and_expires_each_call_as_its_ow
 
 def _topic_set() -> TopicSet:
     return TopicSet.from_settings(Settings(topic_prefix="t."))
+
+
+# -- the notifier -----------------------------------------------------------------------------
+
+
+def test_the_notifier_tells_of_each_call_as_a_question_of_its_own() -> None:
+    from turnlog.notify import payload
+    from turnlog.notify.book import Book
+
+    pause = group_pause()
+    notices = payload.recorded_calls(pause)
+    calls = calls_of(pause)
+    assert [(n.token_id, n.interaction) for n in notices] == [
+        (c.token_id, c.response_schema) for c in calls
+    ]
+    assert len({n.event_id for n in notices}) == 2  # a receiver's dedupe keeps both
+    book = Book()
+    for view in payload.each_call(pause):
+        book.learn(payload.facts_of(view), 0, b"key")
+    assert all(book.is_open(c.token_id) for c in calls)
+    book.forget(b"key")  # the thread forgotten: every call of it goes
+    assert not any(book.is_open(c.token_id) for c in calls)
+    # A single pause is told once, with its own event id, as before groups.
+    one = dataclasses.replace(checkpoint(), tool_call_id="call-1", name=ASK_USER)
+    single, _, _ = recorder().prepare(one)
+    assert [n.event_id for n in payload.recorded_calls(single)] == [single.event_id]

@@ -50,19 +50,21 @@ class Book:
 
     pauses: dict[str, PauseFacts] = field(default_factory=dict)
     partitions: dict[str, int] = field(default_factory=dict)
-    keys: dict[bytes, str] = field(default_factory=dict)
+    #: the pauses record key of each pause's tokens (several for a pause of several calls)
+    keys: dict[bytes, list[str]] = field(default_factory=dict)
     closed: set[str] = field(default_factory=set)
 
     def learn(self, facts: PauseFacts, partition: int, key: bytes | None) -> None:
         self.pauses[facts.token_id] = facts
         self.partitions[facts.token_id] = partition
         if key is not None:
-            self.keys[key] = facts.token_id
+            tokens = self.keys.setdefault(key, [])
+            if facts.token_id not in tokens:
+                tokens.append(facts.token_id)
 
     def forget(self, key: bytes | None) -> None:
         """A tombstone on the pauses topic: the thread was forgotten; so is its pause here."""
-        token_id = self.keys.pop(key, None) if key is not None else None
-        if token_id is not None:
+        for token_id in self.keys.pop(key, []) if key is not None else []:
             self.pauses.pop(token_id, None)
             self.partitions.pop(token_id, None)
 
@@ -76,7 +78,8 @@ class Book:
         return [(f, self.partitions[t]) for t, f in self.pauses.items() if t not in self.closed]
 
     def copy(self) -> Book:
-        return Book(dict(self.pauses), dict(self.partitions), dict(self.keys), set(self.closed))
+        keys = {key: list(tokens) for key, tokens in self.keys.items()}
+        return Book(dict(self.pauses), dict(self.partitions), keys, set(self.closed))
 
 
 @dataclass(frozen=True, slots=True)

@@ -182,7 +182,7 @@ class Lane:
             self.reminders.done(due)
             await self._commit(TopicPartition(self.topics.pauses, due.partition))
 
-    def _notice(self, record: Record) -> payload.Notice | None:
+    def _notice(self, record: Record) -> list[payload.Notice] | payload.Notice | None:
         """What ``record`` tells, learning from it on the way (pauses, closed tokens)."""
         if record.value is None:
             if record.topic == self.topics.pauses:
@@ -196,14 +196,20 @@ class Lane:
             log.warning("notifier: %s skipped: %s", where, exc)
             return None
         if isinstance(event, PauseRecorded):
-            facts = payload.facts_of(event)
-            self.book.learn(facts, record.partition, record.key)
-            if self.book.is_open(facts.token_id) and self.reminders.offer(facts, record.partition):
-                self._metrics.reminders_owed.inc()
-            return payload.recorded(event)
+            for view in payload.each_call(event):  # each call of a pause of several waits
+                facts = payload.facts_of(view)
+                self.book.learn(facts, record.partition, record.key)
+                if self.book.is_open(facts.token_id) and self.reminders.offer(
+                    facts, record.partition
+                ):
+                    self._metrics.reminders_owed.inc()
+            return payload.recorded_calls(event)
         if isinstance(event, TurnResumed | PauseExpired):
             known_pause = self.book.pauses.get(event.token_id)
             self.book.close(event.token_id)
+            if isinstance(event, TurnResumed):  # a group's turn closes every call of it
+                for answer in event.answers:
+                    self.book.close(str(answer["token_id"]))
             return payload.closed(event, known_pause)
         if isinstance(event, AnswerRejected):
             known = self.book.pauses.get(event.token_id) if event.token_id else None
@@ -212,8 +218,8 @@ class Lane:
         return None
 
     async def _handle(self, tp: TopicPartition, record: Record) -> None:
-        notice = self._notice(record)
-        if notice is not None:
+        found = self._notice(record)
+        for notice in [] if found is None else found if isinstance(found, list) else [found]:
             await self._send(notice)
         self._done[tp] = record.offset + 1
         await self._commit(tp)

@@ -18,6 +18,7 @@ from typing import Any, Final
 from urllib.parse import quote
 
 from turnlog.contracts.events import AnswerRejected, PauseExpired, PauseRecorded, TurnResumed
+from turnlog.contracts.group import calls_of, is_group, view_for_token
 from turnlog.notify.text import SUMMARY_CHARS, one_line, questions
 
 RECORDED, REMINDER, RESUMED, REFUSED, EXPIRED = (
@@ -92,11 +93,17 @@ def summary_of(interaction: str, request_json: str, limit: int = SUMMARY_CHARS) 
 
 
 def facts_of(pause: PauseRecorded) -> PauseFacts:
+    """The facts of ``pause`` -- of one call's view of a pause of several calls
+    (:func:`~turnlog.contracts.group.view_for_token`), whose ``pause_event_id`` is then the
+    pause's event id and the call (each call waits, and is reminded of, on its own)."""
     checkpoint = pause.checkpoint
+    event_id = pause.event_id
+    if is_group(pause):
+        event_id = f"{event_id}:{checkpoint.tool_call_id or checkpoint.interrupt_id}"
     return PauseFacts(
         thread_id=checkpoint.thread_id,
         token_id=pause.token_id,
-        pause_event_id=pause.event_id,
+        pause_event_id=event_id,
         checkpoint_id=checkpoint.checkpoint_id,
         interaction=pause.response_schema,
         summary=summary_of(pause.response_schema, pause.request_json),
@@ -122,6 +129,22 @@ def _about(kind: str, event_id: str, at: datetime, facts: PauseFacts) -> Notice:
 
 def recorded(pause: PauseRecorded) -> Notice:
     return _about(RECORDED, pause.event_id, pause.occurred_at, facts_of(pause))
+
+
+def each_call(pause: PauseRecorded) -> list[PauseRecorded]:
+    """``pause`` as each of its calls sees it: itself for a pause of one call."""
+    if not is_group(pause):
+        return [pause]
+    return [view_for_token(pause, call.token_id) for call in calls_of(pause)]
+
+
+def recorded_calls(pause: PauseRecorded) -> list[Notice]:
+    """One "waiting" notice per call of ``pause`` (one for a pause of one call), each with an
+    event id of its own, so a receiver deduplicating on it keeps every call's."""
+    return [
+        _about(RECORDED, facts.pause_event_id, pause.occurred_at, facts)
+        for facts in (facts_of(view) for view in each_call(pause))
+    ]
 
 
 def reminder(facts: PauseFacts, now: datetime) -> Notice:
