@@ -235,12 +235,7 @@ class Turnlog:
         No local store is opened: processes sharing one state directory all pause.
         """
         self._check_open("pause")
-        self._raise_worker_failure()
-        service = self.checkpoints
-        await service.ensure_ready()
-        driver, recorder = self._driver, self._recorder
-        if driver is None or recorder is None:  # built with the service above
-            raise RuntimeError("no checkpoint driver")
+        service, driver, recorder = await self._pausing()
         window = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
         recorded = await recorder.record(
             checkpoint,
@@ -258,6 +253,16 @@ class Turnlog:
             recorded.offset,
             recorded.traceparent,
         )
+
+    async def _pausing(self) -> tuple[CheckpointService, LazyStoreDriver, PauseRecorder]:
+        """What a pause is written with, made ready (the checkpoint service builds both)."""
+        self._raise_worker_failure()
+        service = self.checkpoints
+        await service.ensure_ready()
+        driver, recorder = self._driver, self._recorder
+        if driver is None or recorder is None:  # built with the service above
+            raise RuntimeError("no checkpoint driver")
+        return service, driver, recorder
 
     async def pause_calls(
         self,
@@ -280,12 +285,7 @@ class Turnlog:
             await tl.answer(first.token, approve("deploy", args), **first.axes)
         """
         self._check_open("pause_calls")
-        self._raise_worker_failure()
-        service = self.checkpoints
-        await service.ensure_ready()
-        driver, recorder = self._driver, self._recorder
-        if driver is None or recorder is None:  # built with the service above
-            raise RuntimeError("no checkpoint driver")
+        service, driver, recorder = await self._pausing()
         window = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
         recorded = await recorder.record_calls(
             checkpoint, calls, ttl=window, traceparent=traceparent

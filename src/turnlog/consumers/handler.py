@@ -137,6 +137,13 @@ class _Prefetched:
         self.pauses.clear()
 
 
+def _as_call(pause: PauseRecorded | SkimmedPause, token_id: str) -> PauseRecorded:
+    """A pause of several calls as the token's own call sees it, decoded: its resume is
+    rebuilt from the decoded messages (:meth:`AnswerHandler._finish_group`)."""
+    decoded = pause.decode() if isinstance(pause, SkimmedPause) else pause
+    return view_for_token(decoded, token_id)
+
+
 def resumed_event_id(token_id: str | None, answer: AnswerSubmitted) -> str:
     """The ``event_id`` of the turn ``answer`` resumes: the same for every copy of it."""
     return derived_event_id("resumed", token_id or "", clip(answer.answer_id, ID_CHARS))
@@ -286,8 +293,7 @@ class AnswerHandler:
             if stale and isinstance(checked.verified, PauseClaims):
                 pause = self.view.pause(checked.verified.token_id)
                 if pause is not None and is_group(pause):
-                    decoded = pause.decode() if isinstance(pause, SkimmedPause) else pause
-                    pause = view_for_token(decoded, checked.verified.token_id)
+                    pause = _as_call(pause, checked.verified.token_id)
             return self._finish(record, checked, pause, pending, now)
         except Exception as exc:  # noqa: BLE001 - one record must never stop the worker
             return self._unprocessable(record, exc, now)
@@ -462,10 +468,7 @@ class AnswerHandler:
         else:
             pause = self.view.pause(claims.token_id)
         if pause is not None and is_group(pause):
-            # A pause of several calls: read as the token's own call sees it (decoded; its
-            # resume is rebuilt from the decoded messages, see _finish_group).
-            decoded = pause.decode() if isinstance(pause, SkimmedPause) else pause
-            return view_for_token(decoded, claims.token_id), False
+            return _as_call(pause, claims.token_id), False
         if pause is not None or claims.thread_id != checked.answer.thread_id:
             return pause, False
         p = record.partition

@@ -71,14 +71,15 @@ class TurnCheckpoint:
             "safe_boundary": self.safe_boundary,
         }
 
-    def call_arguments(self) -> str | None:
-        """The arguments (JSON text) the model gave the paused call, ``tool_call_id``, in the
-        asking round -- what it asked, and so the pause's request when none is given.
-        ``None`` when the round holds no such call."""
+    def call_arguments(self, call_id: str | None = None) -> str | None:
+        """The arguments (JSON text) the model gave call ``call_id`` (default: the paused call,
+        ``tool_call_id``) in the asking round -- what it asked, and so the pause's request when
+        none is given. ``None`` when the round holds no such call."""
+        wanted = self.tool_call_id if call_id is None else call_id
         for message in reversed(self.messages):
             if message.get("role") == "assistant" and message.get("tool_calls"):
                 for call in message["tool_calls"]:
-                    if call.get("id") == self.tool_call_id:
+                    if call.get("id") == wanted:
                         return str(call.get("arguments") or "{}")
                 return None
         return None

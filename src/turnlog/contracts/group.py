@@ -210,18 +210,6 @@ class CallToPause:
     interrupt_id: str = ""
 
 
-def call_arguments(checkpoint: TurnCheckpoint, call_id: str) -> str | None:
-    """The arguments (JSON text) the asking round gave call ``call_id``; ``None`` if no such
-    call was made in it."""
-    for message in reversed(checkpoint.messages):
-        if message.get("role") == "assistant" and message.get("tool_calls"):
-            for call in message["tool_calls"]:
-                if call.get("id") == call_id:
-                    return str(call.get("arguments") or "{}")
-            return None
-    return None
-
-
 def call_name(checkpoint: TurnCheckpoint, call_id: str) -> str | None:
     """The tool name the asking round gave call ``call_id`` (``None``: no such call)."""
     return dict(asking_round(checkpoint.messages).calls).get(call_id)

@@ -43,7 +43,6 @@ from turnlog.contracts.events import PauseRecorded
 from turnlog.contracts.group import (
     CallToPause,
     PausedCall,
-    call_arguments,
     call_name,
     call_order,
     calls_of,
@@ -457,7 +456,7 @@ class PauseRecorder:
                 name = call_name(checkpoint, call.tool_call_id) or ""
             given = call.request is not None
             if call.request is None:
-                request_json = call_arguments(checkpoint, call.tool_call_id) or "{}"
+                request_json = checkpoint.call_arguments(call.tool_call_id) or "{}"
             elif isinstance(call.request, str):
                 request_json = call.request
             else:
