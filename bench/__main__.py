@@ -20,7 +20,16 @@ from bench.measure import REPO, machine_facts
 from bench.report import Row, markdown, print_table, write_json
 from bench.scenarios import Context
 
-SCENARIOS = ("codec", "throughput", "latency", "scale", "replay", "failover", "memory")
+SCENARIOS = (
+    "codec",
+    "throughput",
+    "latency",
+    "scaleout",
+    "replay",
+    "failover",
+    "memory",
+    "scale",
+)
 
 #: (full, --quick) defaults of the size options.
 SIZES = {
@@ -32,6 +41,12 @@ SIZES = {
     "memory_small": (10_000, 1_000),
     "memory_large": (100_000, 5_000),
     "codec_iterations": (2_000, 300),
+}
+
+#: (full, --quick) defaults of the options that list numbers.
+LISTS = {
+    "scale_sizes": ("10000,100000,1000000", "1000,5000"),
+    "scaleout_workers": ("1,2,4", "1,2"),
 }
 
 
@@ -65,6 +80,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--memory-small", type=int, help="memory: first mark (10k / 1k)")
     parser.add_argument("--memory-large", type=int, help="memory: second mark (100k / 5k)")
     parser.add_argument("--codec-iterations", type=int, help="codec: round trips per run")
+    parser.add_argument(
+        "--scale-sizes",
+        help="scale: pending pauses per size, comma-separated (10000,100000,1000000 / 1000,5000)",
+    )
+    parser.add_argument(
+        "--broker-log-dir",
+        type=Path,
+        help="scale: the broker's log directory, to read the topics' bytes on disk "
+        "(default: the sum of the records' keys and values only)",
+    )
+    parser.add_argument(
+        "--scaleout-workers",
+        help="scale out: worker processes per measurement, comma-separated (1,2,4 / 1,2)",
+    )
+    parser.add_argument(
+        "--scaleout-partitions", type=int, default=24, help="scale out: partitions (24)"
+    )
     parser.add_argument("--messages", type=int, default=20, help="messages per checkpoint (20)")
     parser.add_argument("--partitions", type=int, default=6, help="partitions per topic (6)")
     parser.add_argument("--commit-interval-ms", type=int, default=100, help="worker poll (100)")
@@ -91,6 +123,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name, (full, quick) in SIZES.items():
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
+    for name, (full, quick) in LISTS.items():
+        given = getattr(args, name) or (quick if args.quick else full)
+        try:
+            numbers = [int(part) for part in given.split(",") if part.strip()]
+        except ValueError:
+            parser.error(f"--{name.replace('_', '-')} takes comma-separated whole numbers")
+        if not numbers or min(numbers) < 1 or numbers != sorted(set(numbers)):
+            parser.error(f"--{name.replace('_', '-')} takes increasing positive numbers")
+        setattr(args, name, numbers)
     if args.repeats < 1:
         parser.error("--repeats must be at least 1")
     return args

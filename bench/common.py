@@ -382,6 +382,60 @@ async def raw_read_to_end(
             count += len(records)
 
 
+#: Records per store batch in a rebuild (``projector._REBUILD_BATCH``): consume + write's batch.
+WRITE_BATCH = 10_000
+
+
+async def consume_and_write(
+    bootstrap: str, tps: Sequence[TopicPartition], path: Path, batch_size: int = WRITE_BATCH
+) -> int:
+    """The least a rebuild must do: read ``tps`` to their ends (the LogReader's settings, the
+    rebuild's fetch size) and put each record's key and value into a new RocksDB at ``path``
+    (rocksdict, raw mode), one write batch per fetch of up to ``batch_size`` records, without
+    the write-ahead log (as the rebuild's bulk store); then flush. The count of records."""
+    import rocksdict
+
+    consumer = clients.consumer(
+        bootstrap,
+        client_id="bench-consume-write",
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        max_poll_records=batch_size,
+        fetch_max_bytes=32 * 1024 * 1024,
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+    )
+    options = rocksdict.Options(raw_mode=True)
+    options.create_if_missing(True)
+    db = rocksdict.Rdict(str(path), options)
+    write_options = rocksdict.WriteOptions()
+    write_options.disable_wal = True  # type: ignore[method-assign, assignment]
+    await consumer.start()
+    count = 0
+    try:
+        consumer.assign(list(tps))
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(list(tps))
+        while True:
+            behind = [tp for tp in tps if await consumer.position(tp) < ends[tp]]
+            if not behind:
+                break
+            fetched = await consumer.getmany(*behind, timeout_ms=200, max_records=batch_size)
+            batch = rocksdict.WriteBatch(raw_mode=True)
+            for records in fetched.values():
+                for record in records:
+                    batch.put(record.key, record.value)
+                count += len(records)
+            if not batch.is_empty():
+                db.write(batch, write_options)
+        db.flush()
+    finally:
+        await consumer.stop()
+        db.close()
+    return count
+
+
 async def answer_load(
     bootstrap: str, prefix: str, n: int, *, partitions: int, commit_interval_ms: int, messages: int
 ) -> tuple[Deployment, tuple[str, str]]:

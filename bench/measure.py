@@ -139,3 +139,78 @@ def _git_revision() -> str | None:
     if head.returncode != 0:
         return None
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+# --- CPU time from /proc ----------------------------------------------------------------------
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int | str = "self") -> float | None:
+    """User + system CPU seconds a process (all its threads) has used, from /proc; ``None``
+    if it is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            # The command name (field 2) may hold spaces; the fields after its ')' are fixed.
+            fields = stat.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICKS
+
+
+def machine_busy_seconds() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, all cores, from /proc/stat."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        values = [int(v) for v in stat.readline().split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    total = sum(values[:8])  # guest time is already inside user
+    return (total - idle) / _TICKS, total / _TICKS
+
+
+def broker_pids() -> list[int]:
+    """The processes whose command line runs a Kafka broker (``kafka.Kafka``) on this machine."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"kafka.Kafka\x00" in command:
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+class CpuWatch:
+    """CPU used between :meth:`start` and :meth:`stop` by named processes and by the machine,
+    as a percentage of one core (200% is both cores of a two-core machine)."""
+
+    def __init__(self, pids: dict[str, list[int]]) -> None:
+        self.pids = pids
+        self._began: dict[str, float] = {}
+        self._machine: tuple[float, float] = (0.0, 0.0)
+        self._wall = 0.0
+
+    def _used(self) -> dict[str, float]:
+        return {
+            name: sum(cpu_seconds(pid) or 0.0 for pid in pids) for name, pids in self.pids.items()
+        }
+
+    def start(self) -> None:
+        self._began = self._used()
+        self._machine = machine_busy_seconds()
+        self._wall = time.monotonic()
+
+    def stop(self) -> dict[str, float]:
+        wall = time.monotonic() - self._wall
+        used = self._used()
+        busy, total = machine_busy_seconds()
+        cores = os.cpu_count() or 1
+        found = {f"{name}_pct": 100 * (used[name] - self._began[name]) / wall for name in self.pids}
+        spent_total = total - self._machine[1]
+        found["machine_pct"] = (
+            100 * cores * (busy - self._machine[0]) / spent_total if spent_total else 0.0
+        )
+        found["seconds"] = wall
+        return found

@@ -159,6 +159,7 @@ async def run_turnlog(config: dict[str, Any]) -> None:
         verifier=verifier,
         interactions=default_interactions(),
         max_batch=config["max_batch"],
+        expiry_interval=config.get("expiry_interval", 1.0),
     )
     if timings is not None:  # the fetch wait, on its own
         timings.time_calls("fetch", worker._consumer, "getmany")

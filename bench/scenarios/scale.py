@@ -1,127 +1,557 @@
-"""Scale out: answers per second through two worker processes over twelve partitions, vs one.
+"""Scale: how each cost grows with the number of pending pauses (10k, 100k, 1M by default).
 
-How a team past one worker grows is by adding workers to the group: each owns some partitions
-with its own fenced producers and its own store, and nothing is shared between them but the
-broker. Each run records N pauses on a fresh twelve-partition deployment, starts the workers
-(one, or two in the same group), waits until every worker owns its share (fenced and restored),
-and only then publishes the N answers, so neither count starts early. The clock runs from the
-first answer sent until the group's committed offsets cover every answer (polled every 50 ms,
-the same way for both counts). The ratio is two workers over one; on a machine whose cores the
-broker and the harness share with the workers it says how much a second process can still add.
+Per size (``--scale-sizes``), a fresh twelve-partition deployment gets N pending 20-message pauses
+(one day's window, so none is due), written fast: one pause is encoded once and each record is
+that template with its thread id, token id and event id replaced in place (same lengths, so the
+Avro stays valid), sent by a plain idempotent producer in big batches. turnlog's producers do
+not compress, and neither does this one. Then, each beside a baseline from the same run:
+
+- **bytes** on the topics (the partitions' ``.log`` files when ``--broker-log-dir`` is given,
+  beside the sum of the records' keys and values) and in the worker's store (its RocksDB
+  directory, beside a RocksDB holding the same records' keys and values);
+- **rebuild** records/s (:func:`turnlog.projections.projector.rebuild`), beside a raw consumer
+  reading the same partitions, and beside **consume + write**: that consumer also putting every
+  record's key and value into RocksDB (rocksdict, raw mode, batches of the rebuild's size, the
+  write-ahead log off as in the rebuild's bulk store) -- the least a rebuild must do;
+- the worker's **full restore** (start -> every partition owned, from an empty state directory)
+  and its peak RSS (VmHWM) then, beside the raw loop joining, fencing and reading the same
+  partitions; and **ready from stored offsets** (the same directory again), beside the raw loop
+  joining and fencing;
+- the **expiry sweep's cost per pass**: the worker's own timing of ``_expire`` (the catch-up read
+  of new pauses, what is due by deadline, the ledger rows to retire) over the seconds it runs
+  after the second take, beside a raw consumer's catch-up read of the same partitions from their
+  ends;
+- ``turnlog pending`` and ``turnlog status`` (the library calls they make on the store:
+  ``open_pauses`` and ``pending_summary``) and the inbox's first page (``pending_for``, its
+  list query), on the worker's store once it stopped, beside a scan of every value of the
+  baseline RocksDB (pending, status) and a read of its first page's worth of values (inbox).
+
+The scenario prints the growth factor of every metric between neighbouring sizes with what it
+should do: flat (the work is the same whatever is pending) or linear (it holds or reads it all).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import gc
+import itertools
+import json
+import os
+import resource
+import shutil
+import sys
 import tempfile
 import time
-from contextlib import AsyncExitStack
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import rocksdict
+from aiokafka import TopicPartition
+from rich.console import Console
+
 from bench.common import (
+    Deployment,
+    Out,
     create_topics,
-    end_offsets,
+    delete_topics,
     make_deployment,
-    preload,
+    pause_for,
     produce,
+    raw_read_to_end,
+    reader_consumer,
     scenario_topics,
     unique_prefix,
 )
+from bench.growth import Expect, Series, growth_table, ratio_table
+from bench.measure import REPO, Stopwatch, median, memory_kb
 from bench.report import Row
 from bench.scenarios import Context, worker_config
 from bench.workerproc import WorkerProcess
+from turnlog.inbox.views import LIST_LIMIT
 from turnlog.kafka import clients
+from turnlog.kafka.partitioning import partition_for, pause_key
+from turnlog.wire.codec import encode
 
 PARTITIONS = 12
-POLL_S = 0.05
+#: Records per store batch in a rebuild (``projector._REBUILD_BATCH``), for consume + write.
+WRITE_BATCH = 10_000
+#: How long the worker runs after its second take, sweeping every ``SWEEP_INTERVAL`` seconds.
+SWEEP_SECONDS = 4.0
+SWEEP_INTERVAL = 0.25
+
+THREAD_MARK = "QZQZQZQZQZ"  # ten characters: thread ids are thread-0000000042
+TOKEN_MARK = "f0e1d2c3b4a59687" * 2  # 32 hex digits, as a uuid4().hex
+EVENT_MARK = "9687a5b4c3d2e1f0" * 2
+
+
+@dataclasses.dataclass
+class Template:
+    key: bytes
+    value: bytes
+
+    @classmethod
+    def make(cls, messages: int) -> Template:
+        thread = f"thread-{THREAD_MARK}"
+        pause = dataclasses.replace(
+            pause_for(thread, messages=messages), token_id=TOKEN_MARK, event_id=EVENT_MARK
+        )
+        value = encode(pause)
+        # The thread id is in the checkpoint's thread, run, session and interrupt ids.
+        counts = (value.count(THREAD_MARK.encode()), value.count(TOKEN_MARK.encode()))
+        if counts != (4, 1) or value.count(EVENT_MARK.encode()) != 1:
+            raise RuntimeError(f"the template's marks are not where expected: {counts}")
+        return cls(pause_key(thread, "cp-1"), value)
+
+    def records(self, n: int, partitions: int) -> Iterator[Out]:
+        mark, token, event = THREAD_MARK.encode(), TOKEN_MARK.encode(), EVENT_MARK.encode()
+        for i in range(n):
+            digits = f"{i:010d}"
+            tid = digits.encode()
+            value = self.value.replace(mark, tid).replace(token, f"{i:032x}".encode())
+            yield (
+                partition_for(f"thread-{digits}", partitions),
+                self.key.replace(mark, tid),
+                value.replace(event, f"{i:031x}e".encode()),
+            )
+
+
+#: The metrics of one size, in the order they are printed: (label, unit, expected growth).
+METRICS: dict[str, tuple[str, Expect]] = {
+    "topic bytes": ("MB", "linear"),
+    "store bytes": ("MB", "linear"),
+    "rebuild": ("records/s", "flat"),
+    "rebuild vs consume + write": ("records/s", "flat"),
+    "full restore": ("s", "linear"),
+    "peak RSS after the full restore": ("MB", "flat"),
+    "ready from stored offsets": ("s", "flat"),
+    "expiry sweep, one pass": ("ms", "flat"),
+    "turnlog pending": ("s", "linear"),
+    "turnlog status": ("s", "flat"),
+    "inbox first page": ("ms", "flat"),
+}
 
 
 async def run(ctx: Context) -> list[Row]:
-    opts = ctx.options
-    n = opts.answers
-    rates: dict[int, list[float]] = {1: [], 2: []}
-    runs: list[dict[str, Any]] = []
+    sizes: list[int] = ctx.options.scale_sizes
+    found: dict[int, dict[str, dict[str, Any]]] = {}
     async with scenario_topics(ctx.bootstrap, []) as prefixes:
-        for k in range(ctx.repeats):
-            for workers in (1, 2) if k % 2 == 0 else (2, 1):
-                prefix = unique_prefix(ctx.run_id, f"scale{workers}w", k)
-                prefixes.append(prefix)
-                found = await _measure(ctx, prefix, n, workers)
-                rates[workers].append(found["rate"])
-                runs.append({"repeat": k, **found})
-                ctx.log(
-                    f"repeat {k + 1}: {workers} worker(s) {found['rate']:8,.0f} answers/s "
-                    f"(shares owned after {found['ready_s']:.2f}s)"
-                )
-    return [
+        for index, n in enumerate(sizes):
+            prefix = unique_prefix(ctx.run_id, "scale", index)
+            prefixes.append(prefix)
+            try:
+                found[n] = await _one_size(ctx, prefix, n)
+            finally:
+                await delete_topics(ctx.bootstrap, prefix)  # frees the disk before the next size
+    rows = [
         Row(
-            scenario="scale out",
-            metric=f"answers/s, 2 worker processes, {PARTITIONS} partitions",
-            unit="/s",
-            samples=rates[2],
-            baseline_samples=rates[1],
-            baseline_name="1 worker process",
-            notes=(
-                f"{n:,} answers per run; ratio = 2 workers / 1 worker, same deployment shape, "
-                "answers published once every worker owns its share"
-            ),
-            details={"runs": runs},
+            scenario="scale",
+            metric=f"{metric} @ {n:,} pending",
+            unit=unit,
+            samples=found[n][metric]["samples"],
+            baseline_samples=found[n][metric].get("baseline", []),
+            baseline_name=found[n][metric].get("baseline_name", ""),
+            notes=found[n][metric].get("notes", ""),
         )
+        for n in sizes
+        for metric, (unit, _) in METRICS.items()
+        if metric in found[n]
     ]
+    table = growth_table(
+        sizes,
+        [
+            Series(metric, unit, expect, [median(found[n][metric]["samples"]) for n in sizes])
+            for metric, (unit, expect) in METRICS.items()
+            if all(metric in found[n] for n in sizes)
+        ],
+    )
+    ratios = ratio_table(
+        sizes,
+        {
+            f"{metric} ({found[sizes[0]][metric]['baseline_name']})": [
+                _ratio(found[n][metric]) for n in sizes
+            ]
+            for metric in METRICS
+            if all(metric in found[n] and found[n][metric].get("baseline") for n in sizes)
+        },
+    )
+    console = Console(width=None)
+    console.print("\nscale: growth between sizes (medians)", highlight=False)
+    console.print(table, markup=False, highlight=False, soft_wrap=True)
+    console.print("\nscale: ratio to the same run's baseline, by size", highlight=False)
+    console.print(ratios, markup=False, highlight=False, soft_wrap=True)
+    if rows:
+        rows[0].details["growth_markdown"] = table
+        rows[0].details["ratio_markdown"] = ratios
+        rows[0].details["sizes"] = {str(n): found[n] for n in sizes}
+    return rows
 
 
-async def _measure(ctx: Context, prefix: str, n: int, workers: int) -> dict[str, Any]:
+def _ratio(entry: dict[str, Any]) -> float | None:
+    value, baseline = median(entry["samples"]), median(entry.get("baseline", []))
+    if value is None or not baseline:
+        return None
+    return value / baseline
+
+
+async def _one_size(ctx: Context, prefix: str, n: int) -> dict[str, dict[str, Any]]:
     opts = ctx.options
+    out: dict[str, dict[str, Any]] = {}
     dep = make_deployment(
         ctx.bootstrap, prefix, partitions=PARTITIONS, commit_interval_ms=opts.commit_interval_ms
     )
     await create_topics(dep)
-    answers = await preload(dep, n, messages=opts.messages)
-    app_id = dep.settings.application_id
-    share = PARTITIONS // workers
-    async with AsyncExitStack() as stack:
-        procs = []
-        for _ in range(workers):
-            state = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="turnlog-bench-")))
-            config = worker_config(ctx, dep, "turnlog", app_id=app_id, state_dir=state / "store")
-            proc = WorkerProcess(config)
-            await proc.start()
-            stack.push_async_callback(proc.stop)
-            procs.append(proc)
-        started = time.monotonic()
-        for proc in procs:
-            await proc.wait_event("owns", 600, count=share)
-        ready_s = time.monotonic() - started
-        began = time.perf_counter()
-        await produce(ctx.bootstrap, dep.topics.answers, answers, transactional=False)
-        ends = await end_offsets(ctx.bootstrap, dep.topics.answers)
-        await _until_committed(ctx.bootstrap, app_id, dep.topics.answers, ends, 600.0)
-        seconds = time.perf_counter() - began
+    template = Template.make(opts.messages)
+    sent = {"bytes": 0}
+
+    def counted() -> Iterator[Out]:
+        for record in template.records(n, PARTITIONS):
+            sent["bytes"] += len(record[1]) + len(record[2])
+            yield record
+
+    watch = Stopwatch()
+    await produce(ctx.bootstrap, dep.topics.pauses, counted(), transactional=False)
+    ctx.log(f"{n:,}: produced {sent['bytes'] / 1e6:,.0f} MB of pauses in {watch.seconds:.1f}s")
+    record_mb = sent["bytes"] / 1e6
+    log_mb = _log_bytes(opts.broker_log_dir, dep) / 1e6 if opts.broker_log_dir else None
+    out["topic bytes"] = (
+        {
+            "samples": [log_mb],
+            "baseline": [record_mb],
+            "baseline_name": "sum of keys and values",
+            "notes": "the partitions' .log files on the broker",
+        }
+        if log_mb is not None
+        else {"samples": [record_mb], "notes": "sum of the records' keys and values"}
+    )
+    reps = ctx.repeats if n <= 100_000 else 1
+    tps = [
+        TopicPartition(topic, p)
+        for topic in (dep.topics.pauses, dep.topics.consumptions)
+        for p in range(PARTITIONS)
+    ]
+    with tempfile.TemporaryDirectory(prefix="turnlog-bench-scale-") as scratch:
+        root = Path(scratch)
+        raw_db = root / "raw-db"
+        rates: dict[str, list[float]] = {"rebuild": [], "raw": [], "write": []}
+        for k in range(reps):
+            for mode in ("raw", "write", "rebuild") if k % 2 == 0 else ("rebuild", "write", "raw"):
+                gc.collect()
+                if mode == "write":
+                    shutil.rmtree(raw_db, ignore_errors=True)
+                watch = Stopwatch()
+                if mode == "raw":
+                    count = await _raw_read(ctx.bootstrap, tps)
+                elif mode == "write":
+                    count = await consume_and_write(ctx.bootstrap, tps, raw_db)
+                else:
+                    from turnlog.projections.projector import rebuild
+
+                    await rebuild(ctx.bootstrap, root / "rebuilt", dep.topics)
+                    count = n
+                    shutil.rmtree(root / "rebuilt", ignore_errors=True)
+                seconds = watch.seconds
+                if count != n:
+                    ctx.log(f"WARNING: {mode} read {count:,} records, expected {n:,}")
+                rates[mode].append(count / seconds)
+                ctx.log(f"{n:,}: {mode:7s} {count / seconds:9,.0f} records/s")
+        out["rebuild"] = {
+            "samples": rates["rebuild"],
+            "baseline": rates["raw"],
+            "baseline_name": "raw consumer",
+        }
+        out["rebuild vs consume + write"] = {
+            "samples": rates["rebuild"],
+            "baseline": rates["write"],
+            "baseline_name": "consume + RocksDB write of the same bytes",
+            "notes": "the least a rebuild must do; target ≥0.5x",
+        }
+
+        state = root / "store"
+        full = await _take(ctx, dep, "turnlog", state)
+        raw_full = await _take(ctx, dep, "raw", None, restore=True)
+        out["full restore"] = {
+            "samples": [full["ready_s"]],
+            "baseline": [raw_full["ready_s"]],
+            "baseline_name": "raw join+fence+read",
+            "notes": f"restored {full['restored']:,} records",
+        }
+        out["peak RSS after the full restore"] = {
+            "samples": [full["hwm_mb"]],
+            "baseline": [raw_full["hwm_mb"]],
+            "baseline_name": "raw loop, same read",
+        }
+        store_mb = _dir_bytes(state) / 1e6
+        out["store bytes"] = {
+            "samples": [store_mb],
+            "baseline": [_dir_bytes(raw_db) / 1e6],
+            "baseline_name": "RocksDB of the same keys and values",
+        }
+        stored = await _take(ctx, dep, "turnlog", state, linger=SWEEP_SECONDS)
+        raw_stored = await _take(ctx, dep, "raw", None)
+        out["ready from stored offsets"] = {
+            "samples": [stored["ready_s"]],
+            "baseline": [raw_stored["ready_s"]],
+            "baseline_name": "raw join+fence",
+            "notes": f"restored {stored['restored']:,} records",
+        }
+        sweep = stored["timings"].get("sweep", {})
+        catch_up = [t * 1000 for t in await _raw_end_offsets(ctx.bootstrap, tps)]
+        out["expiry sweep, one pass"] = {
+            "samples": [sweep.get("p50_ms", 0.0)],
+            "baseline": catch_up,
+            "baseline_name": "raw end_offsets of the same partitions",
+            "notes": (
+                f"the worker's own timing, {sweep.get('calls', 0)} passes, p99 "
+                f"{sweep.get('p99_ms', 0.0):.1f} ms"
+            ),
+        }
+        out.update(await _queries(ctx, state, raw_db, reps, n))
+    return out
+
+
+async def _take(
+    ctx: Context,
+    dep: Deployment,
+    mode: str,
+    state: Path | None,
+    *,
+    restore: bool = False,
+    linger: float = 0.0,
+) -> dict[str, Any]:
+    """Start a worker (turnlog's or the raw loop) and time it to owning every partition."""
+    app_id = dep.settings.application_id if mode == "turnlog" else f"{dep.prefix}raw"
+    config = worker_config(ctx, dep, mode, app_id=app_id, state_dir=state, restore=restore)
+    config.update(timings=True, expiry_interval=SWEEP_INTERVAL)
+    proc = WorkerProcess(config)
+    await proc.start()
+    try:
+        start = await proc.wait_event("start", 120)
+        owned = await proc.wait_event("owned", 3600)
+        if linger:
+            await asyncio.sleep(linger)  # the worker sweeps meanwhile; its timings say how long
+    finally:
+        ended = await proc.stop()
     return {
-        "workers": workers,
-        "answers": n,
-        "rate": n / seconds,
-        "seconds": seconds,
-        "ready_s": ready_s,
+        "ready_s": owned["t"] - start["t"],
+        "restored": owned.get("restored", 0),
+        "hwm_mb": float(owned.get("VmHWM", 0)) / 1024,
+        "timings": (ended or {}).get("timings", {}),
     }
 
 
-async def _until_committed(
-    bootstrap: str, group: str, topic: str, ends: dict[int, int], timeout: float
-) -> None:
-    """Wait until ``group`` has committed every partition of ``topic`` up to ``ends``."""
-    admin = clients.admin(bootstrap)
-    await admin.start()
+async def _raw_read(bootstrap: str, tps: list[TopicPartition]) -> int:
+    consumer = reader_consumer(bootstrap, "bench-scale-raw")
+    await consumer.start()
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            offsets = await admin.list_consumer_group_offsets(group)
-            done = {tp.partition: meta.offset for tp, meta in offsets.items() if tp.topic == topic}
-            if all(done.get(p, -1) >= end for p, end in ends.items() if end > 0):
-                return
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{group} committed {done}, the answers end at {ends}")
-            await asyncio.sleep(POLL_S)
+        return await raw_read_to_end(consumer, tps)
     finally:
-        await admin.close()
+        await consumer.stop()
+
+
+async def _raw_end_offsets(bootstrap: str, tps: list[TopicPartition]) -> list[float]:
+    """Seconds of one ``end_offsets`` request for ``tps`` (after a first one warmed the
+    connection), five times: how a pass that finds nothing new learns it is at the ends."""
+    consumer = reader_consumer(bootstrap, "bench-scale-ends")
+    await consumer.start()
+    try:
+        consumer.assign(tps)
+        await consumer.end_offsets(tps)
+        found = []
+        for _ in range(5):
+            began = time.perf_counter()
+            await consumer.end_offsets(tps)
+            found.append(time.perf_counter() - began)
+        return found
+    finally:
+        await consumer.stop()
+
+
+async def consume_and_write(bootstrap: str, tps: list[TopicPartition], path: Path) -> int:
+    """Read ``tps`` to their ends and put each record's key and value into a new RocksDB at
+    ``path`` in batches of :data:`WRITE_BATCH`, without the write-ahead log; then flush. The
+    count of records."""
+    consumer = clients.consumer(
+        bootstrap,
+        client_id="bench-scale-write",
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        max_poll_records=WRITE_BATCH,
+        fetch_max_bytes=32 * 1024 * 1024,
+        max_partition_fetch_bytes=8 * 1024 * 1024,
+    )
+    options = rocksdict.Options(raw_mode=True)
+    options.create_if_missing(True)
+    db = rocksdict.Rdict(str(path), options)
+    write_options = rocksdict.WriteOptions()
+    write_options.disable_wal = True  # type: ignore[method-assign, assignment]
+    await consumer.start()
+    count = 0
+    try:
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        while True:
+            behind = [tp for tp in tps if await consumer.position(tp) < ends[tp]]
+            if not behind:
+                break
+            fetched = await consumer.getmany(*behind, timeout_ms=200, max_records=WRITE_BATCH)
+            batch = rocksdict.WriteBatch(raw_mode=True)
+            for records in fetched.values():
+                for record in records:
+                    batch.put(record.key, record.value)
+                count += len(records)
+            if not batch.is_empty():
+                db.write(batch, write_options)
+        db.flush()
+    finally:
+        await consumer.stop()
+        db.close()
+    return count
+
+
+#: The address space the query child may use: ``open_pauses`` and the inbox's list query hold
+#: every pending pause decoded at once, which at a million is more than a shared machine has.
+QUERY_MEMORY_LIMIT = 6 * 1024**3
+
+
+async def _queries(
+    ctx: Context, state: Path, raw_db: Path, reps: int, n: int
+) -> dict[str, dict[str, Any]]:
+    """pending, status and the inbox's first page on the worker's store, beside raw scans: in a
+    child process whose address space is capped at :data:`QUERY_MEMORY_LIMIT`, so a query that
+    would hold more fails there (reported) instead of taking the machine's memory."""
+    config = {"state": str(state), "raw_db": str(raw_db), "reps": reps, "n": n}
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "bench.scenarios.scale",
+        json.dumps(config),
+        cwd=REPO,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    stdout, _ = await proc.communicate()
+    lines = [line for line in stdout.decode().splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"the query child failed ({proc.returncode})")
+    found: dict[str, Any] = json.loads(lines[-1])
+    times, base, memory = found["times"], found["base"], found["hwm_mb"]
+    for name, problem in found["failed"].items():
+        ctx.log(f"{n:,}: {name} failed: {problem}")
+    ctx.log(
+        f"{n:,}: pending {median(times['pending']) or 0:.2f}s, "
+        f"status {median(times['status']) or 0:.2f}s, "
+        f"inbox first page {median(times['inbox']) or 0:.1f} ms; peak RSS after status "
+        f"{memory.get('status', 0):.0f} MB, inbox {memory.get('inbox', 0):.0f} MB, "
+        f"pending {memory.get('pending', 0):.0f} MB"
+    )
+
+    def note(name: str, words: str) -> str:
+        failed = found["failed"].get(name)
+        if failed:
+            return f"{words}; FAILED: {failed}"
+        return f"{words}; the query process's peak RSS {memory.get(name, 0):,.0f} MB"
+
+    return {
+        "turnlog pending": {
+            "samples": times["pending"],
+            "baseline": base["scan"],
+            "baseline_name": "raw RocksDB scan of every value",
+            "notes": note("pending", "open_pauses: every pending pause, decoded"),
+        },
+        "turnlog status": {
+            "samples": times["status"],
+            "baseline": base["keys"],
+            "baseline_name": "raw RocksDB scan of every key",
+            "notes": note("status", "pending_summary: the count and the oldest"),
+        },
+        "inbox first page": {
+            "samples": times["inbox"],
+            "baseline": base["page"],
+            "baseline_name": f"raw RocksDB read of {LIST_LIMIT} values",
+            "notes": note("inbox", f"pending_for: the first {LIST_LIMIT} rows, oldest first"),
+        },
+    }
+
+
+def _query_child(config: dict[str, Any]) -> dict[str, Any]:
+    from turnlog.cli.answering import open_pauses
+    from turnlog.clock import utc_now
+    from turnlog.inbox.auth import Viewer
+    from turnlog.inbox.views import pending_for
+    from turnlog.projections.pending import pending_summary
+    from turnlog.projections.store import Store
+
+    resource.setrlimit(resource.RLIMIT_AS, (QUERY_MEMORY_LIMIT, QUERY_MEMORY_LIMIT))
+    n, reps = config["n"], config["reps"]
+    viewer = Viewer(name="bench", scopes=frozenset({"tenant-a"}))
+    times: dict[str, list[float]] = {k: [] for k in ("status", "inbox", "pending")}
+    base: dict[str, list[float]] = {k: [] for k in ("scan", "keys", "page")}
+    failed: dict[str, str] = {}
+    hwm: dict[str, float] = {}
+    queries: dict[str, Any] = {
+        "status": lambda now: pending_summary(store, now).count,
+        "inbox": lambda now: len(pending_for(store, viewer, now)),
+        "pending": lambda now: len(open_pauses(store, now)),
+    }
+    expected = {"status": n, "inbox": min(n, LIST_LIMIT), "pending": n}
+    store = Store.open(config["state"])
+    db = rocksdict.Rdict(config["raw_db"], rocksdict.Options(raw_mode=True))
+    try:
+        for name, query in queries.items():  # lightest first: the peak after each is its own
+            for _ in range(reps):
+                if name in failed:
+                    break
+                gc.collect()
+                began = time.perf_counter()
+                try:
+                    count = query(utc_now())
+                except MemoryError:
+                    failed[name] = f"out of memory at {QUERY_MEMORY_LIMIT / 1024**3:.0f} GB"
+                    break
+                elapsed = time.perf_counter() - began
+                times[name].append(elapsed * 1000 if name == "inbox" else elapsed)
+                if count != expected[name]:
+                    failed[name] = f"found {count:,}, expected {expected[name]:,}"
+            gc.collect()
+            hwm[name] = memory_kb().get("VmHWM", 0) / 1024
+        for _ in range(reps):
+            began = time.perf_counter()
+            values = sum(len(v) for v in db.values())
+            base["scan"].append(time.perf_counter() - began)
+            began = time.perf_counter()
+            keys = sum(1 for _ in db.keys())  # noqa: SIM118 - a raw Rdict cannot be iterated
+            base["keys"].append(time.perf_counter() - began)
+            began = time.perf_counter()
+            shown = sum(len(v) for v in itertools.islice(db.values(), LIST_LIMIT))
+            base["page"].append((time.perf_counter() - began) * 1000)
+            if keys != n or not values or not shown:
+                failed["raw"] = f"the raw store holds {keys:,} keys, expected {n:,}"
+    finally:
+        store.close()
+        db.close()
+    return {"times": times, "base": base, "failed": failed, "hwm_mb": hwm}
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
+
+
+def _log_bytes(log_dir: Path, dep: Deployment) -> int:
+    """The size of the ``.log`` segments of the deployment's partitions in the broker's log
+    directory (index files are preallocated, so they are left out)."""
+    total = 0
+    for topic in (spec.name for spec in dep.topics.specs()):
+        for p in range(PARTITIONS):
+            total += sum(f.stat().st_size for f in (log_dir / f"{topic}-{p}").glob("*.log"))
+    return total
+
+
+if __name__ == "__main__":
+    print(json.dumps(_query_child(json.loads(sys.argv[1]))), flush=True)
