@@ -54,6 +54,7 @@ from rich.console import Console
 from bench.common import (
     Deployment,
     Out,
+    consume_and_write,
     create_topics,
     delete_topics,
     make_deployment,
@@ -70,13 +71,10 @@ from bench.report import Row
 from bench.scenarios import Context, worker_config
 from bench.workerproc import WorkerProcess
 from turnlog.inbox.views import LIST_LIMIT
-from turnlog.kafka import clients
 from turnlog.kafka.partitioning import partition_for, pause_key
 from turnlog.wire.codec import encode
 
 PARTITIONS = 12
-#: Records per store batch in a rebuild (``projector._REBUILD_BATCH``), for consume + write.
-WRITE_BATCH = 10_000
 #: How long the worker runs after its second take, sweeping every ``SWEEP_INTERVAL`` seconds.
 SWEEP_SECONDS = 4.0
 SWEEP_INTERVAL = 0.25
@@ -368,51 +366,6 @@ async def _raw_end_offsets(bootstrap: str, tps: list[TopicPartition]) -> list[fl
         await consumer.stop()
 
 
-async def consume_and_write(bootstrap: str, tps: list[TopicPartition], path: Path) -> int:
-    """Read ``tps`` to their ends and put each record's key and value into a new RocksDB at
-    ``path`` in batches of :data:`WRITE_BATCH`, without the write-ahead log; then flush. The
-    count of records."""
-    consumer = clients.consumer(
-        bootstrap,
-        client_id="bench-scale-write",
-        group_id=None,
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
-        max_poll_records=WRITE_BATCH,
-        fetch_max_bytes=32 * 1024 * 1024,
-        max_partition_fetch_bytes=8 * 1024 * 1024,
-    )
-    options = rocksdict.Options(raw_mode=True)
-    options.create_if_missing(True)
-    db = rocksdict.Rdict(str(path), options)
-    write_options = rocksdict.WriteOptions()
-    write_options.disable_wal = True  # type: ignore[method-assign, assignment]
-    await consumer.start()
-    count = 0
-    try:
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        while True:
-            behind = [tp for tp in tps if await consumer.position(tp) < ends[tp]]
-            if not behind:
-                break
-            fetched = await consumer.getmany(*behind, timeout_ms=200, max_records=WRITE_BATCH)
-            batch = rocksdict.WriteBatch(raw_mode=True)
-            for records in fetched.values():
-                for record in records:
-                    batch.put(record.key, record.value)
-                count += len(records)
-            if not batch.is_empty():
-                db.write(batch, write_options)
-        db.flush()
-    finally:
-        await consumer.stop()
-        db.close()
-    return count
-
-
 #: The address space the query child may use: ``open_pauses`` and the inbox's list query hold
 #: every pending pause decoded at once, which at a million is more than a shared machine has.
 QUERY_MEMORY_LIMIT = 6 * 1024**3
@@ -438,9 +391,16 @@ async def _queries(
     )
     stdout, _ = await proc.communicate()
     lines = [line for line in stdout.decode().splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(f"the query child failed ({proc.returncode})")
-    found: dict[str, Any] = json.loads(lines[-1])
+    if proc.returncode != 0 or not lines:  # e.g. killed by the allocator inside RocksDB
+        why = f"the query process ended with {proc.returncode}"
+        found: dict[str, Any] = {
+            "times": {k: [] for k in ("status", "inbox", "pending")},
+            "base": {k: [] for k in ("scan", "keys", "page")},
+            "failed": {k: why for k in ("status", "inbox", "pending")},
+            "hwm_mb": {},
+        }
+    else:
+        found = json.loads(lines[-1])
     times, base, memory = found["times"], found["base"], found["hwm_mb"]
     for name, problem in found["failed"].items():
         ctx.log(f"{n:,}: {name} failed: {problem}")
