@@ -10,6 +10,7 @@ import importlib.util
 import itertools
 import logging
 import signal
+import time
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -335,3 +336,58 @@ async def test_a_group_committed_beyond_the_log_is_refused_by_name(
     with pytest.raises(TopicMismatch, match="beyond its end 0"):
         async with Notifier(settings, config):
             pass
+
+
+@pytest.mark.timeout(120)
+async def test_a_held_call_of_a_group_is_not_reminded_of_while_its_sibling_is(
+    bootstrap: str, names: Names, tmp_path: Path, receiver: Receiver
+) -> None:
+    """A pause of two calls, the first answered (held until the second is): only the call still
+    waiting on a person is owed its reminder -- by a notifier that was running when the held
+    answer was consumed, not only by one replaying the log afterwards."""
+    from tests.integration.worker_support import Follower
+    from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approval_request, approve
+    from turnlog.contracts.group import CallToPause
+    from turnlog.kafka.topics import TopicSet
+
+    settings = _settings(bootstrap, names, tmp_path)
+    config = _config(Sink(receiver.url("/ok")), remind_before=timedelta(seconds=4))
+
+    def of(kind: str) -> list[Hit]:
+        return [h for h in receiver.hits() if h.data["kind"] == kind]
+
+    follower = Follower(bootstrap, TopicSet.from_settings(settings))
+    cp = sample_checkpoint(f"held-{names.app}")
+    try:
+        async with Turnlog(settings) as tl, running(Notifier(settings, config)):
+            await follower.start()  # the notifier made the topics
+            worker = asyncio.create_task(tl.run_worker())
+            try:
+                question, approval = await tl.pause_calls(  # in the order of the calls
+                    cp,
+                    [
+                        CallToPause(
+                            "call-2", APPROVE_TOOL_CALL, approval_request("search", {"q": 2})
+                        ),
+                        CallToPause("call-1"),
+                    ],
+                    ttl=10,
+                )
+                await until(lambda: len(of(payload.RECORDED)) == 2, "both recorded notices")
+                await tl.answer(approval.token, approve("search", {"q": 2}), **approval.axes)
+                [held] = await follower.wait_for(lambda: follower.consumed(approval.token_id))
+                assert held.outcome == "held"
+                # The held answer was consumed before the reminders' moment (6 s after the
+                # pause), so the notifier knew of it when they fell due.
+                due = approval.pause.expires_at.timestamp() - 4
+                assert time.time() < due - 0.5, "the held answer came too late to tell"
+                # The question's window closes unanswered: both reminders, had they been owed,
+                # were due before its expiry notice.
+                await until(lambda: of(payload.EXPIRED), "the question's expiry notice", 30)
+            finally:
+                worker.cancel()
+                await asyncio.gather(worker, return_exceptions=True)
+    finally:
+        await follower.stop()
+    assert [r.data["token_id"] for r in of(payload.REMINDER)] == [question.token_id]
+    assert [e.data["token_id"] for e in of(payload.EXPIRED)] == [question.token_id]

@@ -1,5 +1,6 @@
-"""One webhook's lane: its consumer group over pauses, resumed and rejections, its deliveries
-in log order, and a commit after each delivery.
+"""One webhook's lane: its consumer group over pauses, resumed and rejections (and consumptions,
+for the answers held by a pause of several calls), its deliveries in log order, and a commit
+after each delivery.
 
 The lane reads the partitions it is given (``assign``, no group membership: the group holds
 its offsets, nothing else), ``read_committed``, from the group's committed offsets. Each record
@@ -24,7 +25,13 @@ from aiokafka import TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
 from turnlog.clock import utc_now
-from turnlog.contracts.events import AnswerRejected, PauseExpired, PauseRecorded, TurnResumed
+from turnlog.contracts.events import (
+    AnswerRejected,
+    PauseExpired,
+    PauseRecorded,
+    TokenConsumed,
+    TurnResumed,
+)
 from turnlog.errors import DecodeError, TopicMismatch
 from turnlog.kafka import clients
 from turnlog.kafka.outage import attempt_timeout, ride_out
@@ -84,7 +91,12 @@ class Lane:
 
     @property
     def _tps(self) -> list[TopicPartition]:
-        topics = (self.topics.pauses, self.topics.resumed, self.topics.rejections)
+        topics = (
+            self.topics.pauses,
+            self.topics.resumed,
+            self.topics.rejections,
+            self.topics.consumptions,
+        )
         return [TopicPartition(t, p) for t in topics for p in self._partitions]
 
     async def start(self) -> None:
@@ -214,6 +226,12 @@ class Lane:
         if isinstance(event, AnswerRejected):
             known = self.book.pauses.get(event.token_id) if event.token_id else None
             return payload.closed(event, known)
+        if isinstance(event, TokenConsumed):
+            # Told of by the TurnResumed or AnswerRejected that follows, except an answer held
+            # for its pause's other calls: that call no longer waits on anyone (no reminder),
+            # and its turn's notice comes when the last call is answered.
+            self.book.close(event.token_id)
+            return None
         self._metrics.skipped.inc()
         return None
 
