@@ -27,7 +27,8 @@ Interactions (what a person may answer)
     ``Interaction`` / ``InteractionRegistry`` / ``default_interactions`` -- register your own.
     ``ASK_USER`` -- the built-in question interaction's name.
     ``APPROVE_TOOL_CALL`` -- approving a tool call: pause with ``approval_request``, answer with
-    ``approve`` / ``edit`` / ``reject``; ``approved_call`` is the call a resumed turn runs.
+    ``approve`` / ``edit`` / ``reject``; ``approved_call`` is the call a resumed turn runs,
+    ``approved_calls`` every call a resumed turn of several calls runs.
 Downstream
     ``ResumedTurns`` -- the async iterator of resumed turns; ``history_dicts`` its messages.
     ``ResumedTurnTimeout`` -- ``Turnlog.resumed_turn`` (one thread's turn) found none in time.
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
         approval_request,
         approve,
         approved_call,
+        approved_calls,
         edit,
         reject,
     )
@@ -108,6 +110,7 @@ _HOME: dict[str, str] = {
     "edit": "turnlog.contracts.approvals",
     "reject": "turnlog.contracts.approvals",
     "approved_call": "turnlog.contracts.approvals",
+    "approved_calls": "turnlog.contracts.approvals",
     # downstream
     "ResumedTurns": "turnlog.consumers.resumed",
     "ResumedTurnTimeout": "turnlog.consumers.resumed",
@@ -154,6 +157,7 @@ __all__ = [  # noqa: RUF022 - grouped by use, as the docstring lists them
     "edit",
     "reject",
     "approved_call",
+    "approved_calls",
     # downstream
     "ResumedTurns",
     "ResumedTurnTimeout",

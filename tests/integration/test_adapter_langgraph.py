@@ -31,6 +31,7 @@ from turnlog.adapters.langgraph import (
     approved_call,
     interrupts_of,
     pause_interrupt,
+    pause_interrupts,
     rejection_message,
     resume_command,
     resume_value,
@@ -236,6 +237,64 @@ async def test_two_parallel_interrupts_each_resumed_from_its_own_turn_one_at_a_t
     # The node answered first does not fire again (langgraph#5952 is not seen on 1.2).
     assert ran == ["size: before interrupt", "size: answered", "join"]
     assert result["answers"] == ["region=eu", "size=large", "joined"]
+    assert interrupts_of(result) == []
+
+
+async def test_two_parallel_interrupts_pause_once_and_one_command_answers_both(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """The way the adapter recommends for parallel nodes: one pause for both interrupts
+    (``pause_interrupts``), each answered by a publisher of its own -- the first held, the
+    second resuming -- and one resumed turn whose ``resume_command`` answers both at once: no
+    node runs before both answers are in, each answered node runs once, the join once."""
+    ran: list[str] = []
+    graph = parallel_graph(ran)
+    thread = "lg-group"
+    config = {"configurable": {"thread_id": thread}}
+    ids = {"thread_id": thread, "run_id": "run-g", "session_id": "s-g", "scope_hash": "t-a"}
+    result = await graph.ainvoke({"answers": []}, config)
+    pending = interrupts_of(result)
+    assert sorted(i.value["questions"][0]["question"] for i in pending) == [
+        "Which region?",
+        "Which size?",
+    ]
+    settings = api_settings(bootstrap, names, tmp_path)
+    async with Turnlog(settings) as agent_side:
+        calls = await pause_interrupts(agent_side, pending, **ids)
+    assert len(calls) == 2 and len({c.token_id for c in calls}) == 2
+    by_question = {c.pause.request_json: c for c in calls}
+    region = next(c for q, c in by_question.items() if "region" in q)
+    size = next(c for q, c in by_question.items() if "size" in q)
+
+    async with Turnlog(settings) as worker_side:
+        worker = asyncio.create_task(worker_side.run_worker())
+        async with Turnlog(settings) as one_person:
+            sent = await one_person.answer(
+                region.token, {"answers": [{"selections": ["eu"], "other": None}]}, **region.axes
+            )
+        async with Turnlog(settings) as another_person:
+            await person(
+                another_person, size, {"answers": [{"selections": ["large"], "other": None}]}
+            )
+        async with worker_side.resumed() as turns:
+            turn = await anext(aiter(turns))
+        assert not worker.done()
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+
+    assert sent.answer_id in {a["answer_id"] for a in turn.answers}
+    command = resume_command(turn)
+    assert set(command.resume) == {i.id for i in pending}  # every interrupt, by its id
+    ran.clear()
+    result = await graph.ainvoke(command, config)
+    assert sorted(ran) == [  # a resumed node runs again from its top, as LangGraph does
+        "join",
+        "region: answered",
+        "region: before interrupt",
+        "size: answered",
+        "size: before interrupt",
+    ]
+    assert sorted(result["answers"]) == ["joined", "region=eu", "size=large"]
     assert interrupts_of(result) == []
 
 

@@ -1,7 +1,8 @@
 """The adapters' parts that need no broker: LangGraph's resume keyed by interrupt id (and why: a
 turn delivered again must not answer the graph's next question), the approval a LangGraph node
-runs, the one rejection wording the three adapters give the model, and the "one approval per
-pause" refusal saying what to do, before anything is written."""
+runs, the one rejection wording the three adapters give the model, the one-call pause refusing
+several approvals with the call that pauses them, before anything is written, and a turn of
+several calls mapped onto each framework's own resume."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from openai.types.responses import ResponseFunctionToolCall
 from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai import DeferredToolRequests, ToolDenied
+from pydantic_ai import DeferredToolRequests, ToolApproved, ToolDenied
 from pydantic_ai.models.test import TestModel
 
 from tests.transcripts import console_blocks
@@ -178,7 +179,7 @@ async def test_openai_agents_answers_a_rejected_call_with_the_shared_wording() -
     ]
 
 
-# -- one approval per pause: refused, saying what to do, before anything is written --------------
+# -- several approvals through the one-call pause: refused, naming the call that pauses them ----
 
 
 class Untouched:
@@ -212,8 +213,8 @@ async def test_pydantic_ai_refuses_two_deferred_approvals_with_what_to_do() -> N
             thread_id="t", run_id="r", session_id="s", scope_hash="h",
         )  # fmt: skip
     assert refused.value.field == "requests"
-    assert "2 approval(s) and 0 external call(s) (deploy, notify)" in str(refused.value)
-    assert "'parallel_tool_calls': False" in str(refused.value)
+    assert "deferred 2 approvals (deploy, notify); nothing was paused" in str(refused.value)
+    assert "pause_deferred_calls()" in str(refused.value)
 
 
 class TwoCalls(Model):
@@ -258,8 +259,8 @@ async def test_openai_agents_refuses_two_interruptions_with_what_to_do() -> None
             thread_id="t", run_id="r", session_id="s", scope_hash="h",
         )  # fmt: skip
     assert refused.value.field == "result.interruptions"
-    assert "stopped for 2 (deploy, notify)" in str(refused.value)
-    assert "ModelSettings(parallel_tool_calls=False)" in str(refused.value)
+    assert "stopped for 2 approvals (deploy, notify); nothing was paused" in str(refused.value)
+    assert "pause_approvals()" in str(refused.value)
 
 
 # -- the pages: each runs its example as three processes ------------------------------------------
@@ -307,3 +308,107 @@ def test_a_node_asking_twice_is_two_pauses_each_resumed_by_its_own_id() -> None:
     assert second.id != first.id and second.value == "second?"
     done = graph.invoke(langgraph.resume_command(turn_of("us", interrupt_id=second.id)), config)
     assert (done["one"], done["two"], ran) == ("eu", "us", ["top", "top", "top"])
+
+
+# -- a turn of several calls, onto each framework's resume ----------------------------------------
+
+LG_OTHER = "fedcba9876543210fedcba9876543210"
+NOTIFY = {"channel": "ops"}
+
+
+def group_turn(first: dict[str, Any], second: dict[str, Any]) -> TurnResumed:
+    """A resumed turn of two approvals (call-1 deploy, call-2 notify), as the worker writes it:
+    the asking round, a rejected call's tool message, and every call's answer in call order."""
+    calls = [
+        {"id": "call-1", "name": "deploy", "arguments": json.dumps(ARGS)},
+        {"id": "call-2", "name": "notify", "arguments": json.dumps(NOTIFY)},
+    ]
+    history: list[dict[str, Any]] = [{"role": "assistant", "content": "", "tool_calls": calls}]
+    answers = []
+    for call_id, interrupt_id, response in (
+        ("call-1", LG_ID, first),
+        ("call-2", LG_OTHER, second),
+    ):
+        if response["decision"] == "reject":
+            history.append(
+                {"role": "tool", "content": render_approval(response), "tool_call_id": call_id}
+            )
+        answers.append(
+            {
+                "tool_call_id": call_id,
+                "interrupt_id": interrupt_id,
+                "token_id": f"tok-{call_id}",
+                "answer_id": f"a-{call_id}",
+                "name": APPROVE_TOOL_CALL,
+                "response_json": json.dumps(response),
+            }
+        )
+    one = turn_of(second, name=APPROVE_TOOL_CALL, interrupt_id=LG_OTHER)
+    return TurnResumed(
+        **{
+            **{f: getattr(one, f) for f in one.__dataclass_fields__},
+            "tool_call_id": "call-2",
+            "history": tuple(history),
+            "answers": tuple(answers),
+        }
+    )
+
+
+def test_langgraph_answers_every_interrupt_of_a_group_in_one_command() -> None:
+    yes, no = approve("deploy", ARGS), reject("notify", NOTIFY, "not now")
+    command = langgraph.resume_command(group_turn(yes, no))
+    assert command.resume == {LG_ID: yes, LG_OTHER: no}
+
+
+def test_pydantic_ai_decides_every_call_of_a_group() -> None:
+    edited = edit("deploy", ARGS, {**ARGS, "region": "us"})
+    no = reject("notify", NOTIFY, "not now")
+    history, results = pydantic_ai.resume_arguments(group_turn(edited, no))
+    assert results.approvals == {
+        "call-1": ToolApproved(override_args={**ARGS, "region": "us"}),
+        "call-2": ToolDenied(rejection_message(no)),
+    }
+    assert len(history) == 1  # up to the asking round: the calls are decided, not yet run
+
+
+async def test_openai_agents_gives_every_call_of_a_group_its_output() -> None:
+    ran: list[str] = []
+
+    @function_tool
+    def deploy(service: str, region: str) -> str:
+        """Deploy."""
+        ran.append(region)
+        return f"deployed to {region}"
+
+    agent: Agent[Any] = Agent(name="deployer", tools=[deploy])
+    no = reject("notify", NOTIFY, "not now")
+    items = await openai_agents.resume_input(group_turn(approve("deploy", ARGS), no), agent)
+    outputs = {i["call_id"]: i["output"] for i in items if i.get("type") == "function_call_output"}
+    assert outputs == {"call-1": "deployed to eu", "call-2": rejection_message(no)}
+    assert ran == ["eu"]
+
+
+def test_approved_calls_lists_the_calls_to_run_with_edits_applied() -> None:
+    from turnlog import approved_calls
+
+    edited = edit("notify", NOTIFY, {"channel": "all"})
+    turn = group_turn(reject("deploy", ARGS, "no"), edited)
+    turn = TurnResumed(  # an edit is written into the asking round by the worker
+        **{
+            **{f: getattr(turn, f) for f in turn.__dataclass_fields__},
+            "history": (
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {"id": "call-1", "name": "deploy", "arguments": json.dumps(ARGS)},
+                        {"id": "call-2", "name": "notify", "arguments": '{"channel": "all"}'},
+                    ],
+                },
+                *turn.history[1:],
+            ),
+        }
+    )
+    assert approved_calls(turn) == (
+        {"id": "call-2", "name": "notify", "arguments": {"channel": "all"}},
+    )

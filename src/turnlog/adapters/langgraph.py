@@ -9,9 +9,10 @@ interrupt's id; the person's answer is checked against the interaction like any 
 resumed turn's response -- already validated -- is the value ``interrupt()`` returns::
 
     result = await graph.ainvoke(inputs, config)
-    for pending in interrupts_of(result):
-        paused = await pause_interrupt(tl, pending, thread_id=..., run_id=..., session_id=...,
-                                       scope_hash=...)
+    pending = interrupts_of(result)
+    if pending:                                     # parallel nodes: one pause for them all
+        paused = await pause_interrupts(tl, pending, thread_id=..., run_id=..., session_id=...,
+                                        scope_hash=...)
     ...                                             # any process, a durable checkpointer
     before = (await graph.aget_state(config)).interrupts
     result = await graph.ainvoke(resume_command(turn), config)
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -46,12 +47,15 @@ from turnlog.clock import utc_now
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, REJECT, arguments_hash
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
 from turnlog.contracts.events import TurnResumed
+from turnlog.contracts.group import CallToPause
 from turnlog.contracts.interactions import ASK_USER
+from turnlog.errors import PauseInvalid
 
 __all__ = [
     "approved_call",
     "interrupts_of",
     "pause_interrupt",
+    "pause_interrupts",
     "rejection_message",
     "resume_command",
     "resume_value",
@@ -95,11 +99,6 @@ async def pause_interrupt(
     as role/content dicts; the interrupt is appended as the asking round. Each interrupt of a
     thread is a pause of its own (its checkpoint is ``interrupt-<id>``), so parallel nodes'
     interrupts are answered and resumed one at a time."""
-    value = interrupt.value
-    if interaction == APPROVE_TOOL_CALL and isinstance(value, Mapping):
-        call = ReservedCall(interrupt.id, str(value.get("tool", "")), value.get("arguments"))
-    else:
-        call = ReservedCall(interrupt.id, interaction, value)
     checkpoint = TurnCheckpoint(
         run_id=run_id,
         session_id=session_id,
@@ -109,10 +108,85 @@ async def pause_interrupt(
         interrupt_id=interrupt.id,
         name=interaction,
         prompt=prompt,
-        messages=captured_messages(messages, "", [call]),
+        messages=captured_messages(messages, "", [_reserved(interrupt, interaction)]),
         created_at=utc_now(),
     )
-    return await tl.pause(checkpoint, request=value, interaction=interaction, ttl=ttl)
+    return await tl.pause(checkpoint, request=interrupt.value, interaction=interaction, ttl=ttl)
+
+
+def _reserved(interrupt: Interrupt, interaction: str) -> ReservedCall:
+    value = interrupt.value
+    if interaction == APPROVE_TOOL_CALL and isinstance(value, Mapping):
+        return ReservedCall(interrupt.id, str(value.get("tool", "")), value.get("arguments"))
+    return ReservedCall(interrupt.id, interaction, value)
+
+
+async def pause_interrupts(
+    tl: Turnlog,
+    interrupts: Sequence[Interrupt],
+    *,
+    thread_id: str,
+    run_id: str,
+    session_id: str,
+    scope_hash: str,
+    interaction: str | Callable[[Interrupt], str] = ASK_USER,
+    messages: Sequence[Mapping[str, Any]] = (),
+    prompt: str = "",
+    ttl: timedelta | float | None = None,
+) -> tuple[Paused, ...]:
+    """Record every interrupt the graph stopped on (parallel nodes, each asking) as **one**
+    pause: one ``Paused`` per interrupt, in the order given, each answered on its own; the turn
+    resumes once, when the last is answered, and :func:`resume_command` then answers every
+    interrupt in one ``Command(resume={id: value, ...})``.
+
+    Resuming all of them at once is also what keeps the graph clear of LangGraph's own trouble
+    with parallel interrupts resumed one at a time (a node run again after one of its siblings
+    is resumed, a resolved interrupt raised again). ``interaction`` names the interaction of
+    every interrupt, or is a function choosing it from each (``lambda i: APPROVE_TOOL_CALL if
+    "tool" in i.value else ASK_USER``). One interrupt is a pause of one call, as
+    :func:`pause_interrupt` records it."""
+    interrupts = list(interrupts)
+    if not interrupts:
+        raise PauseInvalid("interrupts", "the graph stopped on no interrupt; nothing to pause")
+    ids = [i.id for i in interrupts]
+    if len(set(ids)) != len(ids):
+        raise PauseInvalid("interrupts", "an interrupt is named twice; nothing was paused")
+
+    def name_of(one: Interrupt) -> str:
+        return interaction(one) if callable(interaction) else interaction
+
+    if len(interrupts) == 1:
+        (only,) = interrupts
+        return (
+            await pause_interrupt(
+                tl, only, thread_id=thread_id, run_id=run_id, session_id=session_id,
+                scope_hash=scope_hash, interaction=name_of(only), messages=messages,
+                prompt=prompt, ttl=ttl,
+            ),
+        )  # fmt: skip
+    names = [name_of(one) for one in interrupts]
+    first = interrupts[0]
+    checkpoint = TurnCheckpoint(
+        run_id=run_id,
+        session_id=session_id,
+        thread_id=thread_id,
+        # One pause for the set: named after its interrupts, so pausing the same set again
+        # is the same checkpoint.
+        checkpoint_id="interrupts-" + "-".join(sorted(ids))[:200],
+        scope_hash=scope_hash,
+        interrupt_id=first.id,
+        name=names[0],
+        prompt=prompt,
+        messages=captured_messages(
+            messages, "", [_reserved(one, n) for one, n in zip(interrupts, names, strict=True)]
+        ),
+        created_at=utc_now(),
+    )
+    calls = [
+        CallToPause(one.id, n, one.value, interrupt_id=one.id)
+        for one, n in zip(interrupts, names, strict=True)
+    ]
+    return await tl.pause_calls(checkpoint, calls, ttl=ttl)
 
 
 def resume_value(turn: TurnResumed) -> Any:
@@ -122,7 +196,8 @@ def resume_value(turn: TurnResumed) -> Any:
 
 def resume_command(turn: TurnResumed) -> Command[Any]:
     """``Command(resume={turn.interrupt_id: response})`` for ``graph.invoke`` / ``ainvoke`` on
-    the turn's thread.
+    the turn's thread -- and for a turn of several interrupts (:func:`pause_interrupts`),
+    ``Command(resume={id: response, ...})`` answering every one of them at once.
 
     Always keyed by the interrupt's id, not only when several are pending: with two pending
     (parallel nodes interrupting) a bare value is LangGraph's ``RuntimeError``, and with one
@@ -130,14 +205,22 @@ def resume_command(turn: TurnResumed) -> Command[Any]:
     after its interrupt was answered would answer the graph's next question with the old
     answer. Keyed, the value reaches its own interrupt, and one no longer pending is ignored.
     ``ValueError`` for a turn whose interrupt id is no LangGraph id (paused otherwise than by
-    :func:`pause_interrupt`), which LangGraph would take for a plain value.
+    :func:`pause_interrupt` or :func:`pause_interrupts`), which LangGraph would take for a
+    plain value.
     """
-    if not _INTERRUPT_ID.fullmatch(turn.interrupt_id):
-        raise ValueError(
-            f"turn {turn.token_id} has interrupt id {turn.interrupt_id!r}, not a LangGraph "
-            "interrupt's: pause the interrupt with pause_interrupt()"
-        )
-    return Command(resume={turn.interrupt_id: resume_value(turn)})
+    answers = turn.answers or (
+        {"interrupt_id": turn.interrupt_id, "response_json": turn.response_json},
+    )
+    resume: dict[str, Any] = {}
+    for answer in answers:
+        interrupt_id = str(answer["interrupt_id"])
+        if not _INTERRUPT_ID.fullmatch(interrupt_id):
+            raise ValueError(
+                f"turn {turn.token_id} has interrupt id {interrupt_id!r}, not a LangGraph "
+                "interrupt's: pause the interrupt with pause_interrupt() or pause_interrupts()"
+            )
+        resume[interrupt_id] = json.loads(str(answer["response_json"]))
+    return Command(resume=resume)
 
 
 def approved_call(decision: Mapping[str, Any], request: Mapping[str, Any]) -> dict[str, Any] | None:

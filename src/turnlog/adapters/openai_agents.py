@@ -15,8 +15,9 @@ turnlog's role/content records, so a process that never saw the pause rebuilds t
 the resumed turn alone. On resume, an approved call (with the person's arguments when edited)
 is run through the agent's own tool, as the SDK runs an approved call; a rejected call has
 :func:`~turnlog.adapters.rejection_message` as its output, the wording the other adapters give
-the model. One approval per pause: a run stopped for several is refused
-(:class:`~turnlog.errors.PauseInvalid`, saying what to do) rather than half-paused.
+the model. A run stopped for several approvals (parallel tool calls) pauses once for all of
+them with :func:`pause_approvals`; each call is answered on its own, the turn resumes once,
+and :func:`resume_input` gives every call its output, in the order of the calls.
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ except ImportError as exc:  # the optional extra is not installed
 from turnlog.adapters import rejection_message
 from turnlog.api import Paused, Turnlog
 from turnlog.clock import utc_now
-from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approval_request, approved_call
+from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approval_request, approved_calls
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import TurnResumed
+from turnlog.contracts.group import CallToPause
 from turnlog.errors import PauseInvalid
 
 
@@ -113,32 +115,80 @@ async def pause_approval(
     prompt: str = "",
     ttl: timedelta | float | None = None,
 ) -> Paused:
-    """Record the run's one pending tool approval as an ``approve_tool_call`` pause."""
-    pending = [i for i in result.interruptions if isinstance(i, ToolApprovalItem)]
-    if len(pending) != 1 or len(result.interruptions) != 1:
-        names = ", ".join(str(getattr(i, "tool_name", None) or "?") for i in result.interruptions)
+    """Record the run's one pending tool approval as an ``approve_tool_call`` pause. A run
+    stopped for several is paused by :func:`pause_approvals`, once for all of them."""
+    _refuse_others(result)
+    if len(result.interruptions) != 1:
         raise PauseInvalid(
             "result.interruptions",
-            f"one approval per pause, and this run stopped for {len(result.interruptions)} "
-            f"({names}); nothing was paused. Ask the model for one call per response: "
-            "Agent(..., model_settings=ModelSettings(parallel_tool_calls=False))",
+            f"this run stopped for {len(result.interruptions)} approvals ({_names(result)}); "
+            "nothing was paused. Pause them once, for all of them, with pause_approvals(), "
+            "which returns one Paused per call",
         )
-    raw = pending[0].raw_item
-    call_id, name, arguments = _call_of(raw)
+    (paused,) = await pause_approvals(
+        tl, result, thread_id=thread_id, run_id=run_id, session_id=session_id,
+        scope_hash=scope_hash, prompt=prompt, ttl=ttl,
+    )  # fmt: skip
+    return paused
+
+
+async def pause_approvals(
+    tl: Turnlog,
+    result: RunResult,
+    *,
+    thread_id: str,
+    run_id: str,
+    session_id: str,
+    scope_hash: str,
+    prompt: str = "",
+    ttl: timedelta | float | None = None,
+) -> tuple[Paused, ...]:
+    """Record every pending tool approval of the run as one pause: one ``Paused`` per call,
+    in the order the model made them, each answered on its own; the turn resumes once, when
+    the last is answered. One approval is a pause of one call, as :func:`pause_approval`
+    records it."""
+    _refuse_others(result)
+    if not result.interruptions:
+        raise PauseInvalid("result.interruptions", "the run is not interrupted; nothing to pause")
+    calls = [_call_of(item.raw_item) for item in result.interruptions]
+    first_id, first_name, first_arguments = calls[0]
     checkpoint = TurnCheckpoint(
         run_id=run_id,
         session_id=session_id,
         thread_id=thread_id,
-        checkpoint_id=f"approval-{call_id}",
+        checkpoint_id=f"approval-{first_id}",
         scope_hash=scope_hash,
-        tool_call_id=call_id,
+        tool_call_id=first_id,
         name=APPROVE_TOOL_CALL,
         prompt=prompt,
         messages=tuple(to_records(result.to_input_list())),
         created_at=utc_now(),
     )
-    request = approval_request(name, json.loads(arguments or "{}"))
-    return await tl.pause(checkpoint, request=request, interaction=APPROVE_TOOL_CALL, ttl=ttl)
+    if len(calls) == 1:
+        request = approval_request(first_name, json.loads(first_arguments or "{}"))
+        return (
+            await tl.pause(checkpoint, request=request, interaction=APPROVE_TOOL_CALL, ttl=ttl),
+        )
+    to_pause = [
+        CallToPause(
+            call_id, APPROVE_TOOL_CALL, approval_request(name, json.loads(arguments or "{}"))
+        )
+        for call_id, name, arguments in calls
+    ]
+    return await tl.pause_calls(checkpoint, to_pause, ttl=ttl)
+
+
+def _names(result: RunResult) -> str:
+    return ", ".join(str(getattr(i, "tool_name", None) or "?") for i in result.interruptions)
+
+
+def _refuse_others(result: RunResult) -> None:
+    if not all(isinstance(i, ToolApprovalItem) for i in result.interruptions):
+        raise PauseInvalid(
+            "result.interruptions",
+            f"this run stopped for {_names(result)}, not only tool approvals; nothing was "
+            "paused: only ToolApprovalItem interruptions become a pause",
+        )
 
 
 def _call_of(raw: Any) -> tuple[str, str, str]:
@@ -148,14 +198,42 @@ def _call_of(raw: Any) -> tuple[str, str, str]:
 
 
 async def resume_input(turn: TurnResumed, agent: Agent[Any], *, context: Any = None) -> list[Any]:
-    """The input continuing the run: the resumed history, and -- when the call was approved --
-    its output, from the agent's own tool run with the approved (or edited) arguments; when it
-    was rejected, :func:`~turnlog.adapters.rejection_message` is its output, the wording every
-    adapter gives the model."""
+    """The input continuing the run: the resumed history, and, for each call the person
+    decided on -- one, or every call of a pause of several, in the order the model made them
+    -- its output: from the agent's own tool run with the approved (or edited) arguments, or
+    for a rejected call :func:`~turnlog.adapters.rejection_message`, the wording every adapter
+    gives the model."""
+    answers = turn.answers or (
+        {"tool_call_id": turn.tool_call_id, "name": turn.name, "response_json": turn.response_json},
+    )
+    for answer in answers:
+        if answer["name"] != APPROVE_TOOL_CALL:
+            raise ValueError(
+                f"call {answer['tool_call_id']!r} of the turn is answered as "
+                f"{answer['name']!r}, no approval"
+            )
     items = to_items(turn.history)
-    call = approved_call(turn)
-    if call is None:
-        return _rejected(items, turn)
+    approved = {call["id"]: call for call in approved_calls(turn)}
+    outputs: dict[str, str] = {}
+    for answer in answers:  # in the order of the calls
+        call_id = str(answer["tool_call_id"])
+        call = approved.get(call_id)
+        if call is None:
+            outputs[call_id] = rejection_message(json.loads(str(answer["response_json"])))
+        else:
+            outputs[call_id] = await _run(agent, call, context)
+    for item in items:  # the worker wrote the rejection text too; set here, it cannot drift
+        if item.get("type") == "function_call_output" and item["call_id"] in outputs:
+            item["output"] = outputs.pop(item["call_id"])
+    items.extend(
+        {"type": "function_call_output", "call_id": call_id, "output": output}
+        for call_id, output in outputs.items()
+    )
+    return items
+
+
+async def _run(agent: Agent[Any], call: Mapping[str, Any], context: Any) -> str:
+    """The output of the agent's own tool run on an approved call, as the SDK runs it."""
     tool = next(
         (t for t in agent.tools if isinstance(t, FunctionTool) and t.name == call["name"]), None
     )
@@ -166,20 +244,4 @@ async def resume_input(turn: TurnResumed, agent: Agent[Any], *, context: Any = N
         context, tool_name=call["name"], tool_call_id=call["id"], tool_arguments=arguments
     )
     output = await tool.on_invoke_tool(tool_context, arguments)
-    text = output if isinstance(output, str) else json.dumps(output)
-    items.append({"type": "function_call_output", "call_id": call["id"], "output": text})
-    return items
-
-
-def _rejected(items: list[Any], turn: TurnResumed) -> list[Any]:
-    """The items with the rejected call's output set to the shared rejection wording (the
-    worker wrote the same text into the history; set here, it cannot drift from the others)."""
-    if turn.name != APPROVE_TOOL_CALL:
-        raise ValueError(f"turn of {turn.name!r} is no approval")
-    output = rejection_message(json.loads(turn.response_json))
-    for item in items:
-        if item.get("type") == "function_call_output" and item["call_id"] == turn.tool_call_id:
-            item["output"] = output
-            return items
-    items.append({"type": "function_call_output", "call_id": turn.tool_call_id, "output": output})
-    return items
+    return output if isinstance(output, str) else json.dumps(output)

@@ -13,7 +13,9 @@ and ``DeferredToolResults`` that continue the run (``pip install turnlog[pydanti
 
 The run's messages travel as turnlog's role/content records (seed 000: the mapping is the
 wire), so a process that never saw the pause rebuilds the history from the resumed turn alone.
-One approval per pause: a run that defers several calls, or external calls, is refused here
+A run that deferred several approvals (parallel tool calls) pauses once for all of them with
+:func:`pause_deferred_calls`; each call is answered on its own and the turn resumes once, with
+every decision in ``DeferredToolResults``. External calls (``requests.calls``) are refused
 (:class:`~turnlog.errors.PauseInvalid`, saying what to do) rather than half-paused. A rejected
 call is denied with :func:`~turnlog.adapters.rejection_message`, so the model reads the wording
 the other adapters give it.
@@ -51,6 +53,7 @@ from turnlog.clock import utc_now
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, EDIT, REJECT, approval_request
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import TurnResumed
+from turnlog.contracts.group import CallToPause
 from turnlog.errors import PauseInvalid
 
 
@@ -137,49 +140,113 @@ async def pause_deferred(
     ttl: timedelta | float | None = None,
 ) -> Paused:
     """Record the run's one deferred approval as an ``approve_tool_call`` pause, its history
-    (``result.all_messages()``) as the checkpoint."""
-    if requests.calls or len(requests.approvals) != 1:
-        names = ", ".join(c.tool_name for c in (*requests.approvals, *requests.calls))
+    (``result.all_messages()``) as the checkpoint. A run that deferred several approvals is
+    paused by :func:`pause_deferred_calls`, once for all of them."""
+    _refuse_external(requests)
+    if len(requests.approvals) != 1:
         raise PauseInvalid(
             "requests",
-            f"one approval per pause, and this run deferred {len(requests.approvals)} "
-            f"approval(s) and {len(requests.calls)} external call(s) ({names}); nothing was "
-            "paused. Ask the model for one call per response (agent.run(..., "
-            "model_settings={'parallel_tool_calls': False})), and run external calls yourself: "
-            "their results go in DeferredToolResults(calls=...) of the next run",
+            f"this run deferred {len(requests.approvals)} approvals "
+            f"({', '.join(c.tool_name for c in requests.approvals)}); nothing was paused. "
+            "Pause them once, for all of them, with pause_deferred_calls(), which returns "
+            "one Paused per call",
         )
-    call = requests.approvals[0]
+    (paused,) = await pause_deferred_calls(
+        tl, requests, messages, thread_id=thread_id, run_id=run_id, session_id=session_id,
+        scope_hash=scope_hash, prompt=prompt, ttl=ttl,
+    )  # fmt: skip
+    return paused
+
+
+async def pause_deferred_calls(
+    tl: Turnlog,
+    requests: DeferredToolRequests,
+    messages: Sequence[ModelMessage],
+    *,
+    thread_id: str,
+    run_id: str,
+    session_id: str,
+    scope_hash: str,
+    prompt: str = "",
+    ttl: timedelta | float | None = None,
+) -> tuple[Paused, ...]:
+    """Record every deferred approval of the run as one pause: one ``Paused`` per call, in the
+    order the model made them, each answered on its own (``tl.answer(p.token, ...,
+    **p.axes)``); the turn resumes once, when the last is answered. One approval is a pause of
+    one call, as :func:`pause_deferred` records it."""
+    _refuse_external(requests)
+    if not requests.approvals:
+        raise PauseInvalid("requests", "this run deferred no approval; nothing was paused")
+    first = requests.approvals[0]
     checkpoint = TurnCheckpoint(
         run_id=run_id,
         session_id=session_id,
         thread_id=thread_id,
-        checkpoint_id=f"approval-{call.tool_call_id}",
+        checkpoint_id=f"approval-{first.tool_call_id}",
         scope_hash=scope_hash,
-        tool_call_id=call.tool_call_id,
+        tool_call_id=first.tool_call_id,
         name=APPROVE_TOOL_CALL,
         prompt=prompt,
         messages=tuple(to_records(messages)),
         created_at=utc_now(),
     )
-    request = approval_request(call.tool_name, call.args_as_dict())
-    return await tl.pause(checkpoint, request=request, interaction=APPROVE_TOOL_CALL, ttl=ttl)
+    if len(requests.approvals) == 1:
+        request = approval_request(first.tool_name, first.args_as_dict())
+        return (
+            await tl.pause(checkpoint, request=request, interaction=APPROVE_TOOL_CALL, ttl=ttl),
+        )
+    calls = [
+        CallToPause(
+            call.tool_call_id,
+            APPROVE_TOOL_CALL,
+            approval_request(call.tool_name, call.args_as_dict()),
+        )
+        for call in requests.approvals
+    ]
+    return await tl.pause_calls(checkpoint, calls, ttl=ttl)
+
+
+def _refuse_external(requests: DeferredToolRequests) -> None:
+    if requests.calls:
+        names = ", ".join(c.tool_name for c in requests.calls)
+        raise PauseInvalid(
+            "requests",
+            f"this run deferred {len(requests.calls)} external call(s) ({names}); nothing was "
+            "paused. Run external calls yourself: their results go in "
+            "DeferredToolResults(calls=...) of the next run",
+        )
+
+
+def _approval(decision: dict[str, Any]) -> bool | ToolApproved | ToolDenied:
+    if decision["decision"] == EDIT:
+        return ToolApproved(override_args=json.loads(decision["arguments_json"]))
+    if decision["decision"] == REJECT:
+        return ToolDenied(rejection_message(decision))
+    return True
 
 
 def resume_arguments(turn: TurnResumed) -> tuple[list[ModelMessage], DeferredToolResults]:
     """``(message_history, deferred_tool_results)`` for ``agent.run`` from a resumed approval:
-    the history up to the asking round, and the person's decision on its call (a rejection as
-    ``ToolDenied(rejection_message(...))``, what every adapter's model reads)."""
-    if turn.name != APPROVE_TOOL_CALL:
-        raise ValueError(f"turn of {turn.name!r} is no approval")
+    the history up to the asking round, and the person's decision on each of its calls -- one,
+    or every call of a pause of several (a rejection as ``ToolDenied(rejection_message(...))``,
+    what every adapter's model reads)."""
+    answers = turn.answers or (
+        {"tool_call_id": turn.tool_call_id, "name": turn.name, "response_json": turn.response_json},
+    )
+    for answer in answers:
+        if answer["name"] != APPROVE_TOOL_CALL:
+            raise ValueError(
+                f"call {answer['tool_call_id']!r} of the turn is answered as "
+                f"{answer['name']!r}, no approval"
+            )
     history = list(turn.history)
     asking = max(
         i for i, m in enumerate(history) if m["role"] == "assistant" and m.get("tool_calls")
     )
-    decision = json.loads(turn.response_json)
-    approval: bool | ToolApproved | ToolDenied = True
-    if decision["decision"] == EDIT:
-        approval = ToolApproved(override_args=json.loads(decision["arguments_json"]))
-    elif decision["decision"] == REJECT:
-        approval = ToolDenied(rejection_message(decision))
-    results = DeferredToolResults(approvals={turn.tool_call_id: approval})
+    results = DeferredToolResults(
+        approvals={
+            str(answer["tool_call_id"]): _approval(json.loads(str(answer["response_json"])))
+            for answer in answers
+        }
+    )
     return to_messages(history[: asking + 1]), results

@@ -156,6 +156,35 @@ def approval_mismatch(response: Mapping[str, Any], tool: str, hashed: str) -> Re
     return None
 
 
+def approved_calls(turn: TurnResumed) -> tuple[dict[str, Any], ...]:
+    """Every call to run now -- ``{"id", "name", "arguments"}`` each (arguments as a value,
+    edits applied) -- in the order the model made them, for a resumed turn of one call or of
+    several (``Turnlog.pause_calls``): the approved and edited calls; a rejected call, a
+    question and a call that waited on nobody are left out (their results are in the history).
+    For a turn of one call it is ``approved_call`` as a tuple of none or one."""
+    if not turn.answers:
+        one = approved_call(turn)
+        return () if one is None else (one,)
+    approved = {
+        str(answer["tool_call_id"])
+        for answer in turn.answers
+        if answer["name"] == APPROVE_TOOL_CALL
+        and json.loads(str(answer["response_json"]))["decision"] != REJECT
+    }
+    for message in reversed(turn.history):
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            return tuple(
+                {
+                    "id": call["id"],
+                    "name": call["name"],
+                    "arguments": json.loads(call.get("arguments") or "{}"),
+                }
+                for call in message["tool_calls"]
+                if call.get("id") in approved
+            )
+    return ()
+
+
 def render_approval(response: Any) -> str:
     """The tool message of a rejected call (an approved or edited call is left to run)."""
     decision = response["decision"]
