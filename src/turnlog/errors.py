@@ -8,7 +8,9 @@ The whole tree (the CLI's exit code for each in brackets)::
 
     TurnlogError
     ├── ConfigurationError        a key, registration or setting is missing or contradictory [1]
-    │   └── SettingError          one setting's value, named by its variable or option      [2]
+    │   ├── SettingError          one setting's value, named by its variable or option      [2]
+    │   └── SchemaRegistryRefused the schema registry cannot be used: unreachable, refused   [1]
+    │                             a schema (incompatible), or answered what it should not
     ├── PauseInvalid              a pause that could never be answered, named by field       [2]
     ├── Refused                   an answer or token refused by a rule of the contract      [3]
     │                             (turnlog.contracts.refusals; ``reason`` is the rule's name)
@@ -49,10 +51,26 @@ class SettingError(ConfigurationError):
     """
 
     def __init__(self, name: str, value: object, why: str) -> None:
-        super().__init__(f"{name}={value!r}: {why}")
+        shown = value
+        if isinstance(value, str) and "://" in value and "@" in value:
+            # A URL's user:password is never printed.
+            scheme, _, rest = value.partition("://")
+            shown = f"{scheme}://***@{rest.rpartition('@')[2]}"
+        super().__init__(f"{name}={shown!r}: {why}")
         self.name = name
         self.value = value
         self.why = why
+
+
+class SchemaRegistryRefused(ConfigurationError):
+    """The registry wire (``TURNLOG_WIRE=registry``) cannot start, or a writer schema cannot
+    be fetched: ``reason`` is ``unreachable``, ``incompatible``, ``not_authorized`` or
+    ``bad_response``, the message one line naming the subject or id and the registry's word."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"schema registry {reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
 
 
 class DecodeError(TurnlogError):

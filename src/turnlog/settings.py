@@ -51,7 +51,11 @@ ENV: Final[Mapping[str, str]] = {
     "connect_timeout_seconds": "TURNLOG_CONNECT_TIMEOUT",
     "max_record_bytes": "TURNLOG_MAX_RECORD_BYTES",
     "max_answer_bytes": "TURNLOG_MAX_ANSWER_BYTES",
+    "wire": "TURNLOG_WIRE",
+    "schema_registry_url": "TURNLOG_SCHEMA_REGISTRY_URL",
 }
+#: The framings a process may write (``wire``); every process reads both.
+WIRES: Final = ("single-object", "registry")
 
 # The smallest value of each whole-number field.
 _MIN_INT: Final[Mapping[str, int]] = {
@@ -156,6 +160,14 @@ def problem(name: str, value: object) -> str | None:
                 f"it is, so this one would name the topics {value}pauses, {value}answers, ... "
                 f"(did you mean {value + '.'!r}?)"
             )
+    elif name == "wire":
+        if value not in WIRES:
+            return f"must be one of {', '.join(WIRES)}"
+    elif name == "schema_registry_url":
+        if not isinstance(value, str):
+            return "must be a URL"
+        if value and not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
+            return "must be an http:// or https:// URL (credentials as https://key:secret@host)"
     elif name in _PATHS and not isinstance(value, Path):
         return "must be a path"
     elif name in _BOOLS and not isinstance(value, bool):
@@ -267,6 +279,13 @@ class Settings:
     #: The largest answer value a publisher sends. Its resumed turn repeats the response next to
     #: the checkpoint's history, so an answer must stay well under ``max_record_bytes``.
     max_answer_bytes: int = 256 * 1024
+    #: The framing records are written in: ``single-object`` (Avro single-object encoding,
+    #: the default) or ``registry`` (a schema registry's: ``00``, the schema id, the body;
+    #: needs ``schema_registry_url``). Both are read whichever is written.
+    wire: str = "single-object"
+    #: A Confluent-compatible schema registry (``https://key:secret@host`` for basic
+    #: credentials), or empty: needed to write the registry wire and to read its records.
+    schema_registry_url: str = ""
     #: How every Kafka client connects: security protocol, SASL, TLS, client id
     #: (``TURNLOG_KAFKA_*`` or a client.properties file, ``kafka/security.py``).
     kafka: KafkaSecurity = field(default_factory=KafkaSecurity)
@@ -282,6 +301,10 @@ class Settings:
             why = problem(f.name, value)
             if why is not None:
                 raise SettingError(f.name, value, why)
+        if self.wire == "registry" and not self.schema_registry_url:
+            raise SettingError(
+                "wire", self.wire, "the registry wire needs schema_registry_url (a registry)"
+            )
 
     @classmethod
     def from_env(

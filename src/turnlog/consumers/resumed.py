@@ -45,6 +45,7 @@ from turnlog.kafka.reader import (
     broker_reachable,
     close_consumer,
 )
+from turnlog.kafka.registry import prepare_wire
 from turnlog.kafka.topics import TopicSet
 from turnlog.observability import tracing
 from turnlog.observability.metrics import resumed_turns_metrics
@@ -166,6 +167,7 @@ class ResumedTurns(Lifecycle):
         registry: CollectorRegistry | None = None,
     ) -> None:
         self.topics = topics or TopicSet.from_settings(settings)
+        self._settings = settings
         self.include_expired = include_expired
         self.skipped = 0
         #: Prometheus collectors on ``registry`` (turnlog's own registry by default).
@@ -201,6 +203,7 @@ class ResumedTurns(Lifecycle):
         """Join the group, waiting out an unreachable broker (up to the outage budget)."""
         if self._started or self._stopped:
             return
+        await prepare_wire(self._settings, self.topics)  # the registry wire's ids, if set
         loop = asyncio.get_running_loop()
         while True:
             began = loop.time()

@@ -60,6 +60,7 @@ from turnlog.kafka import clients
 from turnlog.kafka.lifecycle import Lifecycle
 from turnlog.kafka.partitioning import consumption_key, partition_for
 from turnlog.kafka.reader import BrokerOutage, LogReader, Record, close_consumer
+from turnlog.kafka.registry import prepare_wire
 from turnlog.kafka.topics import TopicSet
 from turnlog.observability import tracing
 from turnlog.observability.metrics import worker_metrics
@@ -298,6 +299,7 @@ class ResumeWorker(Lifecycle):
     async def start(self) -> None:
         if self._started:
             return
+        await prepare_wire(self.settings, self.topics)  # the registry wire's ids, if set
         outage = self._outage_watch()
         consumer_started = False
         while True:

@@ -46,6 +46,7 @@ from turnlog.kafka.outage import (
     stop_producer,
 )
 from turnlog.kafka.partitioning import answer_key, partition_for
+from turnlog.kafka.registry import prepare_wire
 from turnlog.kafka.topics import TopicSet
 from turnlog.observability import tracing
 from turnlog.settings import Settings
@@ -99,6 +100,7 @@ class AnswerPublisher(Lifecycle):
         async with self._lock:
             if self._producer is not None and self._partitions is not None:
                 return self._producer, self._partitions
+            await prepare_wire(self.settings, self.topics)
             producer = clients.producer(
                 self.settings,
                 enable_idempotence=True,

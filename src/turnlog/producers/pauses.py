@@ -63,6 +63,7 @@ from turnlog.kafka.outage import (
     stop_producer,
 )
 from turnlog.kafka.partitioning import check_thread_id, partition_for, pause_key
+from turnlog.kafka.registry import prepare_wire
 from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics
 from turnlog.observability import tracing
 from turnlog.settings import Settings
@@ -271,6 +272,7 @@ class PauseRecorder:
                     await ensure_topics(admin, self.topics, create=self._create_topics)
                 finally:
                     await admin.close()
+                await prepare_wire(self.settings, self.topics)
                 self._topics_ready = True
             producer = clients.producer(
                 self.settings,

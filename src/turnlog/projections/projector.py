@@ -33,6 +33,7 @@ from turnlog.errors import BrokerUnavailable
 from turnlog.kafka import clients
 from turnlog.kafka.lifecycle import Lifecycle
 from turnlog.kafka.reader import BROKER_TROUBLE, BrokerOutage, LogReader, Record
+from turnlog.kafka.registry import prepare_wire
 from turnlog.kafka.topics import TopicSet
 from turnlog.observability.metrics import projector_metrics
 from turnlog.projections.applier import ApplyStats, StoreApplier
@@ -107,6 +108,7 @@ class CheckpointProjector(Lifecycle):
         self._lag_at = 0.0  # when the lag was last reported while following
         self.outage = BrokerOutage(broker_timeout, "projector", log)
         self._bootstrap = clients.connection(bootstrap_servers).bootstrap_servers
+        self._target = bootstrap_servers
         self._partitions = None if partitions is None else sorted(set(partitions))
         self._reader = LogReader(
             bootstrap_servers, client_id="turnlog-projector", max_poll_records=max_batch
@@ -123,6 +125,8 @@ class CheckpointProjector(Lifecycle):
 
     async def start(self) -> None:
         """Connect and position every partition at the store's offsets, waiting out an outage."""
+        if isinstance(self._target, Settings):  # the registry wire's ids, if one is set
+            await prepare_wire(self._target, self.topics)
         loop = asyncio.get_running_loop()
         while True:
             began = loop.time()

@@ -12,6 +12,15 @@ Each current schema is written and read by code compiled from it once
 held to produce exactly fastavro's bytes; earlier schema versions, which need writer-to-reader
 resolution, go through fastavro.
 
+The registry wire is the other framing (:func:`use_registry`, set up at start by
+:mod:`turnlog.kafka.registry` when ``TURNLOG_WIRE=registry``): ``00``, the 4-byte big-endian
+schema id a Confluent-compatible schema registry gave the writer schema, then the same Avro body.
+:func:`decode` reads both framings whichever one this process writes, so a topic can switch over
+with its earlier records in place; an id is resolved through the registry once and kept, never
+asked again per record. Both framings are kept in this one module because they share its
+schema table -- the fingerprints, the compiled readers, the history -- and the one decode
+that chooses between them on the first byte.
+
 Decoding never lets a library exception escape: bytes on a topic come from outside, and a bad
 record must become a named refusal the consumer can log and skip, not a crash.
 """
@@ -40,6 +49,8 @@ from turnlog.wire.records import WIRE_TYPES, WireValue, from_record, record_name
 __all__ = [
     "MAGIC",
     "NAMESPACE",
+    "REGISTRY_MAGIC",
+    "WRITE_HEADERS",
     "decode",
     "encode",
     "fingerprint_of",
@@ -47,6 +58,9 @@ __all__ = [
     "schema_names",
     "schema_path",
     "schemas_dir",
+    "use_registry",
+    "use_single_object",
+    "versions_of",
 ]
 
 #: The two marker bytes that open every single-object-encoded Avro value.
@@ -54,7 +68,11 @@ MAGIC = b"\xc3\x01"
 #: The namespace of every turnlog schema.
 NAMESPACE = "dev.turnlog"
 
+#: The byte that opens a value in the schema registry's framing, before its 4-byte schema id.
+REGISTRY_MAGIC = b"\x00"
+
 _HEADER = len(MAGIC) + 8
+_ID_HEADER = len(REGISTRY_MAGIC) + 4
 _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 _NAMED = frozenset({"record", "error", "enum", "fixed"})
 
@@ -76,6 +94,19 @@ class _Schema:
 class _Registry:
     current: Mapping[str, _Schema]
     by_fingerprint: Mapping[bytes, _Schema]
+
+
+#: What :func:`encode` (and the worker's direct writers) put before each current schema's
+#: body, by short name: ``C3 01`` and the fingerprint, or with the registry wire ``00`` and the
+#: schema id. Filled when the schemas load; changed in place by :func:`use_registry`.
+WRITE_HEADERS: dict[str, bytes] = {}
+#: Writer schemas of the registry framing, by schema id, as resolved so far.
+_BY_ID: dict[int, _Schema] = {}
+#: Ids the registry has no turnlog schema for, and why: refused again without asking.
+_REFUSED_IDS: dict[int, str] = {}
+#: The registry's text of a schema by id (``None``: no such id), or ``None`` when no registry
+#: is configured in this process.
+_LOOKUP: list[Any] = [None]
 
 
 # --- locating the schemas -------------------------------------------------------------------
@@ -122,6 +153,19 @@ def schema_for(name: str) -> dict[str, Any]:
 def fingerprint_of(name: str) -> bytes:
     """The 8 fingerprint bytes that follow ``C3 01`` in records written with schema ``name``."""
     return _entry(name).fingerprint
+
+
+def versions_of(name: str) -> tuple[dict[str, Any], ...]:
+    """Every version of schema ``name``, expanded, oldest first and today's last: the history
+    a schema registry is given, in the order its compatibility checks follow."""
+    current = _entry(name)
+    earlier = [
+        entry
+        for entry in _registry().by_fingerprint.values()
+        if entry.name == name and entry is not current and entry.label[1:].isdigit()
+    ]
+    earlier.sort(key=lambda entry: int(entry.label[1:]))
+    return tuple(copy.deepcopy(entry.expanded) for entry in [*earlier, current])
 
 
 def _entry(name: str) -> _Schema:
@@ -171,6 +215,8 @@ def _registry() -> _Registry:
                 "could not tell their records apart"
             )
         by_fingerprint[entry.fingerprint] = entry
+    for name, entry in current.items():
+        WRITE_HEADERS.setdefault(name, MAGIC + entry.fingerprint)
     return _Registry(current=current, by_fingerprint=by_fingerprint)
 
 
@@ -256,7 +302,9 @@ def _expand(schema: Any, definitions: Mapping[str, Any], seen: set[str], namespa
 
 
 def encode(value: WireValue) -> bytes:
-    """``value`` as single-object-encoded Avro bytes. The same value always gives the same bytes.
+    """``value`` as single-object-encoded Avro bytes (or in the registry framing, once
+    :func:`use_registry` gave this process schema ids). The same value always gives the same
+    bytes.
 
     ``TypeError`` for something that is not a turnlog wire value; ``ValueError`` for a value its
     schema cannot carry (a timestamp finer than a millisecond, a number out of range, text that
@@ -267,12 +315,11 @@ def encode(value: WireValue) -> bytes:
     record = to_record(value)
     try:
         if entry.compiled is not None:
-            parts = [MAGIC, entry.fingerprint]
+            parts = [WRITE_HEADERS[name]]
             entry.compiled.write(record, parts.append)
             return b"".join(parts)
         buffer = io.BytesIO()
-        buffer.write(MAGIC)
-        buffer.write(entry.fingerprint)
+        buffer.write(WRITE_HEADERS[name])
         fastavro.schemaless_writer(buffer, entry.parsed, record, strict=True)
         return buffer.getvalue()
     except Exception as exc:
@@ -290,25 +337,35 @@ def decode(data: bytes, expected: type[_T]) -> _T: ...
 def decode(data: bytes, expected: type[Any] | None = None) -> Any:
     """The value a single-object-encoded record holds, or :class:`DecodeError` naming why not.
 
+    Registry-framed records (``00`` and a schema id) are read too: the writer schema is the one
+    the registry holds under that id (``unknown_schema_id`` when it has none, or none of a
+    turnlog type, or no registry is configured here; :class:`SchemaRegistryRefused` when the
+    registry cannot be asked).
+
     ``expected`` (a class such as ``PauseRecorded``, or ``Event`` for any event) refuses a record
     of another type before its body is read. Reasons: ``not_single_object``,
-    ``unknown_fingerprint``, ``unexpected_type``, ``truncated_body``, ``malformed_body``,
-    ``trailing_bytes``, ``unsupported_version``, ``invalid_value``.
+    ``unknown_fingerprint``, ``unknown_schema_id``, ``unexpected_type``, ``truncated_body``,
+    ``malformed_body``, ``trailing_bytes``, ``unsupported_version``, ``invalid_value``.
     """
     if not isinstance(data, bytes | bytearray | memoryview):
         raise DecodeError("not_single_object", f"expected bytes, got {type(data).__name__}")
     data = bytes(data)
-    if len(data) < _HEADER or data[: len(MAGIC)] != MAGIC:
+    registry = _registry()
+    if len(data) >= _HEADER and data[: len(MAGIC)] == MAGIC:
+        start = _HEADER
+        writer = registry.by_fingerprint.get(data[len(MAGIC) : _HEADER])
+        if writer is None:
+            raise DecodeError(
+                "unknown_fingerprint",
+                f"no current or earlier turnlog schema has fingerprint {data[2:_HEADER].hex()}",
+            )
+    elif len(data) >= _ID_HEADER and data[:1] == REGISTRY_MAGIC:
+        start = _ID_HEADER
+        writer = _writer_by_id(int.from_bytes(data[1:_ID_HEADER], "big"))
+    else:
         raise DecodeError(
             "not_single_object",
             f"{len(data)} bytes not starting with C3 01 and an 8-byte schema fingerprint",
-        )
-    registry = _registry()
-    writer = registry.by_fingerprint.get(data[len(MAGIC) : _HEADER])
-    if writer is None:
-        raise DecodeError(
-            "unknown_fingerprint",
-            f"no current or earlier turnlog schema has fingerprint {data[2:_HEADER].hex()}",
         )
     cls = WIRE_TYPES.get(writer.name)
     if cls is None:
@@ -321,9 +378,9 @@ def decode(data: bytes, expected: type[Any] | None = None) -> Any:
         )
     reader = registry.current[writer.name]
     if reader is writer and writer.compiled is not None:
-        record, end = writer.compiled.read(data, _HEADER)
+        record, end = writer.compiled.read(data, start)
     else:
-        record, end = _read_resolving(writer, reader, data)
+        record, end = _read_resolving(writer, reader, data, start)
     if end != len(data):
         raise DecodeError(
             "trailing_bytes", f"{len(data) - end} bytes follow the end of the {writer.name} body"
@@ -338,11 +395,13 @@ def decode(data: bytes, expected: type[Any] | None = None) -> Any:
         ) from exc
 
 
-def _read_resolving(writer: _Schema, reader: _Schema, data: bytes) -> tuple[dict[str, Any], int]:
+def _read_resolving(
+    writer: _Schema, reader: _Schema, data: bytes, start: int = _HEADER
+) -> tuple[dict[str, Any], int]:
     """Through fastavro: an earlier writer schema resolved to today's, or a schema the
     compiler leaves alone."""
     stream = io.BytesIO(data)
-    stream.seek(_HEADER)
+    stream.seek(start)
     try:
         record = fastavro.schemaless_reader(
             stream, writer.parsed, None if reader is writer else reader.parsed
@@ -358,3 +417,98 @@ def _read_resolving(writer: _Schema, reader: _Schema, data: bytes) -> tuple[dict
     if not isinstance(record, dict):
         raise DecodeError("malformed_body", f"{writer.name} body did not read as a record")
     return record, stream.tell()
+
+
+# --- the registry framing -------------------------------------------------------------------
+
+
+def use_registry(
+    lookup: Any,
+    write_ids: Mapping[str, int] | None = None,
+    known: Mapping[int, str] | None = None,
+) -> None:
+    """Read (and with ``write_ids``, write) the schema registry's framing from now on.
+
+    ``lookup(id)`` returns the registry's text of schema ``id`` or ``None`` when it has no
+    such id, and raises :class:`~turnlog.errors.SchemaRegistryRefused` when the registry
+    cannot be asked; it is called once per id, the answer kept. ``write_ids`` gives the id of
+    each current schema this process writes (``encode`` then frames them with it); ``known``
+    primes ids whose schema text is already at hand (what registering returned).
+    """
+    current = _registry().current
+    _LOOKUP[0] = lookup
+    _REFUSED_IDS.clear()
+    for schema_id, text in (known or {}).items():
+        _learn(schema_id, text)
+    for name, schema_id in (write_ids or {}).items():
+        if name not in current:
+            raise KeyError(f"no turnlog schema named {name!r}")
+        _BY_ID[schema_id] = current[name]
+        WRITE_HEADERS[name] = REGISTRY_MAGIC + schema_id.to_bytes(4, "big")
+
+
+def use_single_object() -> None:
+    """Write single-object records again and forget the registry (ids and lookup)."""
+    for name, entry in _registry().current.items():
+        WRITE_HEADERS[name] = MAGIC + entry.fingerprint
+    _BY_ID.clear()
+    _REFUSED_IDS.clear()
+    _LOOKUP[0] = None
+
+
+def registry_start(data: bytes, name: str) -> int:
+    """Where the body starts when ``data`` is registry-framed with an id of the current schema
+    ``name`` (5), else 0 -- for readers that walk a current body themselves (the skim)."""
+    if len(data) < _ID_HEADER or data[:1] != REGISTRY_MAGIC:
+        return 0
+    try:
+        writer = _writer_by_id(int.from_bytes(data[1:_ID_HEADER], "big"))
+    except DecodeError:
+        return 0
+    return _ID_HEADER if writer is _registry().current.get(name) else 0
+
+
+def _writer_by_id(schema_id: int) -> _Schema:
+    writer = _BY_ID.get(schema_id)
+    if writer is not None:
+        return writer
+    why = _REFUSED_IDS.get(schema_id)
+    if why is None:
+        lookup = _LOOKUP[0]
+        if lookup is None:
+            why = f"a record framed with schema id {schema_id}, and no schema registry is set"
+        else:
+            text = lookup(schema_id)
+            if text is None:
+                why = f"the schema registry has no schema with id {schema_id}"
+            else:
+                learned = _learn(schema_id, text)
+                if learned is not None:
+                    return learned
+                why = f"schema id {schema_id} is not a turnlog value's schema"
+        if lookup is not None:
+            _REFUSED_IDS[schema_id] = why
+    raise DecodeError("unknown_schema_id", why)
+
+
+def _learn(schema_id: int, text: str) -> _Schema | None:
+    """The writer schema of ``schema_id`` from the registry's text: one of this build's
+    schemas when the canonical form matches, else (a turnlog type written with a schema this
+    build has not seen) read through fastavro and resolved to today's; ``None`` for anything
+    that is not a turnlog value's schema."""
+    registry = _registry()
+    try:
+        schema = json.loads(text)
+        found = registry.by_fingerprint.get(
+            bytes.fromhex(fingerprint(to_parsing_canonical_form(schema), "CRC-64-AVRO"))
+        )
+        if found is None and isinstance(schema, dict):
+            full = _full_name(str(schema.get("name", "")), schema.get("namespace"))
+            short = full.removeprefix(f"{NAMESPACE}.")
+            if full.startswith(f"{NAMESPACE}.") and short in registry.current:
+                found = _load(short, f"id{schema_id}", Path(f"id-{schema_id}.avsc"), schema, {})
+    except Exception:  # noqa: BLE001 -- text from outside: anything unreadable is no schema
+        return None
+    if found is not None:
+        _BY_ID[schema_id] = found
+    return found

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from turnlog.wire.codec import MAGIC, fingerprint_of, schema_for
+from turnlog.wire.codec import WRITE_HEADERS, schema_for
 from turnlog.wire.compiled import _SMALL
 from turnlog.wire.compiled import _long as long_bytes  # the codec's own varint writer
 
@@ -59,9 +59,9 @@ def millis_bytes(moment: datetime) -> bytes:
 
 
 @functools.cache
-def _consumed_header() -> bytes:
-    """``TokenConsumed``'s single-object header, after checking that its fields are still the
-    nine strings and one timestamp this module writes by hand."""
+def _consumed_checked() -> bool:
+    """Whether ``TokenConsumed``'s fields are still the nine strings and one timestamp this
+    module writes by hand (raises when not), checked once."""
     fields = [(f["name"], f["type"]) for f in schema_for("TokenConsumed")["fields"]]
     expected = ["event_id", "occurred_at", "package_version", "token_id", "answer_id"]
     expected += ["thread_id", "checkpoint_id", "outcome", "response_json"]
@@ -69,7 +69,7 @@ def _consumed_header() -> bytes:
         kind != "string" for name, kind in fields if name != "occurred_at"
     ):
         raise RuntimeError(f"TokenConsumed's fields changed ({fields}); update wire/direct.py")
-    return MAGIC + fingerprint_of("TokenConsumed")
+    return True
 
 
 def encode_token_consumed(
@@ -81,11 +81,12 @@ def encode_token_consumed(
     outcome: str,
     response_json: str = "",
 ) -> bytes:
-    """The single-object ``TokenConsumed`` of these fields (``meta``: its ``event_id``,
+    """The ``TokenConsumed`` record of these fields (``meta``: its ``event_id``,
     ``occurred_at`` and ``package_version``), byte for byte what
     :func:`~turnlog.wire.codec.encode` writes for the same event, without building it first.
     ``ValueError`` for a value the schema cannot carry."""
-    parts = [_consumed_header()]
+    # The header the codec writes now: single-object, or the registry's framing.
+    parts = [WRITE_HEADERS["TokenConsumed"] if _consumed_checked() else b""]
     try:
         strings_into(parts, (meta["event_id"],))
         parts.append(millis_bytes(meta["occurred_at"]))

@@ -27,7 +27,7 @@ from typing import Any, NamedTuple
 
 from turnlog.contracts.events import AskUserAnswered
 from turnlog.contracts.rehydration import AskingRound
-from turnlog.wire.codec import MAGIC, fingerprint_of, schema_for
+from turnlog.wire.codec import WRITE_HEADERS, schema_for
 from turnlog.wire.compiled import compile_schema
 from turnlog.wire.direct import long_bytes as _long
 from turnlog.wire.direct import millis_bytes as _millis
@@ -60,7 +60,6 @@ class ResumedFields(NamedTuple):
 
 
 class _Writers(NamedTuple):
-    header: bytes
     message: Callable[[Mapping[str, Any], Callable[[bytes], Any]], None]
     answered: Callable[[Mapping[str, Any], Callable[[bytes], Any]], None]
 
@@ -84,9 +83,7 @@ def _writers() -> _Writers:
     compiled_answered = compile_schema(schema_for("AskUserAnswered"))
     if compiled_message is None or compiled_answered is None:
         raise RuntimeError("the Message and AskUserAnswered schemas are not compiled")
-    return _Writers(
-        MAGIC + fingerprint_of("TurnResumed"), compiled_message.write, compiled_answered.write
-    )
+    return _Writers(compiled_message.write, compiled_answered.write)
 
 
 def encode_turn_resumed(
@@ -96,12 +93,13 @@ def encode_turn_resumed(
     appended: Sequence[Mapping[str, Any]],
     answered: AskUserAnswered | None,
 ) -> bytes:
-    """The single-object ``TurnResumed`` whose history is the ``message_count`` encoded items
+    """The ``TurnResumed`` record whose history is the ``message_count`` encoded items
     of ``messages_raw`` followed by ``appended`` (canonical message dicts), byte for byte what
     :func:`~turnlog.wire.codec.encode` writes for the same turn. ``ValueError`` for a value
     the schema cannot carry."""
     writers = _writers()
-    parts = [writers.header]
+    # The header the codec writes now: single-object, or the registry's framing.
+    parts = [WRITE_HEADERS["TurnResumed"]]
     try:
         strings_into(parts, (fields.event_id,))
         parts.append(_millis(fields.occurred_at))

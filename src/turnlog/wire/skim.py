@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, NoReturn
 from turnlog.contracts.checkpoint import TURN_STATE_VERSION
 from turnlog.contracts.events import PauseRecorded
 from turnlog.errors import DecodeError
-from turnlog.wire.codec import MAGIC, decode, encode, fingerprint_of, schema_for
+from turnlog.wire.codec import MAGIC, decode, encode, fingerprint_of, registry_start, schema_for
 from turnlog.wire.compiled import CompiledSchema, compile_schema, compile_skim
 from turnlog.wire.direct import long_bytes
 from turnlog.wire.records import to_record
@@ -155,10 +155,17 @@ def skim_pause(value: object) -> SkimmedPause:
         value = bytes(value)
     skim = _SKIM or _skim()
     header = skim.header
-    if skim.reader is None or value[: len(header)] != header:
+    start = len(header)
+    reader = skim.reader
+    if reader is None:
         return _from_value(decode(value, PauseRecorded))
+    if value[:start] != header:
+        # The registry's framing with the current schema's id is walked too (from byte 5).
+        start = registry_start(value, "PauseRecorded")
+        if not start:
+            return _from_value(decode(value, PauseRecorded))
     try:
-        record, end = skim.reader.read(value, len(header))
+        record, end = reader.read(value, start)
     except DecodeError as refused:
         _refuse(value, refused)
     checkpoint = record["checkpoint"]
@@ -272,8 +279,14 @@ def _read_hinted(value: bytes, hint: Sequence[int]) -> SkimmedPause | None:
     skim does, and the items are taken as the hint says. ``None`` when the hint does not fit."""
     skim = _SKIM or _skim()
     header = skim.header
-    if skim.reader is None or len(hint) < 4 or value[: len(header)] != header:
+    start = len(header)
+    reader = skim.reader
+    if reader is None or len(hint) < 4:
         return None
+    if value[:start] != header:
+        start = registry_start(value, "PauseRecorded")
+        if not start:
+            return None
     at, length, count, check = hint[0], hint[1], hint[2], hint[3]
     starts = tuple(hint[4:])
     if count <= 0 or len(starts) != count or starts[0] != 0 or length <= starts[-1]:
@@ -281,11 +294,11 @@ def _read_hinted(value: bytes, hint: Sequence[int]) -> SkimmedPause | None:
     counted = long_bytes(count)  # a positive block count, as the writer wrote it
     cut = at - len(counted)
     end = at + length
-    if cut <= len(header) or value[cut:at] != counted or value[end : end + 1] != b"\x00":
+    if cut <= start or value[cut:at] != counted or value[end : end + 1] != b"\x00":
         return None
     if _check(value[at:end], starts) != check:
         return None  # not the items (or the starts) the hint was made for
-    record, stop = skim.reader.read(value[:cut] + value[end:], len(header))
+    record, stop = reader.read(value[:cut] + value[end:], start)
     checkpoint = record["checkpoint"]
     if stop != len(value) - length - len(counted) or checkpoint["messages"][1] != 0:
         return None
