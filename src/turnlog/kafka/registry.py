@@ -119,7 +119,8 @@ class RegistryClient:
 
     def set_compatibility(self, subject: str, level: str) -> None:
         status, answer = self._call("PUT", f"/config/{_quote(subject)}", {"compatibility": level})
-        if status != 200:
+        if status != 200 and self.compatibility(subject) is None:
+            # (Another process may have set it between the two calls: then it is set.)
             raise SchemaRegistryRefused(
                 "bad_response", f"{subject}: PUT /config answered {status}: {_said(answer)}"
             )
@@ -163,6 +164,8 @@ def _said(answer: Any) -> str:
 
 #: The settings each process has prepared, so that its several clients call the registry once.
 _PREPARED: set[tuple[str, str, str]] = set()
+#: One preparation at a time in a process (its recorder and worker start together).
+_PREPARING: list[asyncio.Lock] = []
 
 
 async def prepare_wire(settings: Any, topics: TopicSet | None = None) -> None:
@@ -177,9 +180,15 @@ async def prepare_wire(settings: Any, topics: TopicSet | None = None) -> None:
     key = (url, settings.wire, topics.prefix)
     if key in _PREPARED:
         return
-    timeout = min(float(settings.connect_timeout_seconds), 10.0)
-    await asyncio.to_thread(_prepare, RegistryClient(url, timeout=timeout), settings.wire, topics)
-    _PREPARED.add(key)
+    if not _PREPARING:
+        _PREPARING.append(asyncio.Lock())
+    async with _PREPARING[0]:
+        if key in _PREPARED:
+            return
+        timeout = min(float(settings.connect_timeout_seconds), 10.0)
+        client = RegistryClient(url, timeout=timeout)
+        await asyncio.to_thread(_prepare, client, settings.wire, topics)
+        _PREPARED.add(key)
 
 
 def _prepare(client: RegistryClient, wire: str, topics: TopicSet) -> None:

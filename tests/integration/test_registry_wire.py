@@ -1,0 +1,214 @@
+"""The schema registry wire against a real registry and the real broker: turnlog writes
+registry-framed records, a stock registry-aware deserializer (confluent-kafka's
+``AvroDeserializer``) reads them with the values the worker wrote, a single-object pause written
+before the switch is resumed after it, and the refusals a registry can cause are one line at
+start or an undecodable answer, never a stopped worker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from tests.conftest import Names
+from tests.deployment import ANSWER, REQUEST, sample_checkpoint
+from tests.integration.registry_support import _single_object_after, schema_registry
+from tests.integration.test_api import api_settings
+from tests.kafka_helpers import eventually, read_to_end
+from turnlog import RefusalReason, Turnlog, TurnResumed
+from turnlog.contracts.events import AnswerRejected, PauseRecorded
+from turnlog.errors import SchemaRegistryRefused
+from turnlog.kafka import clients
+from turnlog.kafka.registry import prepare_wire, subject_name
+from turnlog.wire import codec
+
+__all__ = ["_single_object_after", "schema_registry"]
+
+
+class _Stock:
+    """confluent-kafka's registry client and ``AvroDeserializer``, as any consumer sets them up."""
+
+    def __init__(self, url: str) -> None:
+        self.client = SchemaRegistryClient({"url": url})
+        self.deserializer = AvroDeserializer(self.client)
+
+    def __call__(self, topic: str, value: bytes) -> Any:
+        return self.deserializer(value, SerializationContext(topic, MessageField.VALUE))
+
+    def close(self) -> None:
+        self.client.__exit__()
+
+
+def _rest(url: str, method: str, path: str, body: Any = None) -> Any:
+    """One call of the registry's REST API, as an operator would make it."""
+    request = urllib.request.Request(
+        url + path,
+        data=None if body is None else json.dumps(body).encode(),
+        method=method,
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+    )
+    with urllib.request.urlopen(request) as response:
+        return json.load(response)
+
+
+async def _values(bootstrap: str, topic: str) -> list[bytes]:
+    return [r.value for r in await read_to_end(bootstrap, topic) if r.value is not None]
+
+
+def _read_back(
+    stock: _Stock, topics: Any, pauses: list[bytes], resumed: list[bytes], rejections: list[bytes]
+) -> None:
+    """What the stock deserializer reads is what turnlog's decoder reads, field for field."""
+    assert sorted(v[:1] for v in pauses) == [b"\x00", b"\xc3"]  # one of each framing
+    framed = next(v for v in pauses if v[:1] == b"\x00")
+    pause = codec.decode(framed, PauseRecorded)
+    read = stock(topics.pauses, framed)
+    assert read["token_id"] == pause.token_id
+    assert read["expires_at"] == pause.expires_at
+    assert read["request_json"] == pause.request_json
+    assert read["checkpoint"]["thread_id"] == pause.checkpoint.thread_id == "new-thread"
+    assert [m["content"] for m in read["checkpoint"]["messages"]] == [
+        m["content"] for m in pause.checkpoint.messages
+    ]
+
+    assert len(resumed) == 2 and all(v[:1] == b"\x00" for v in resumed)
+    for value in resumed:
+        turn = codec.decode(value, TurnResumed)
+        read = stock(topics.resumed, value)
+        for field in ("event_id", "token_id", "answer_id", "thread_id", "occurred_at"):
+            assert read[field] == getattr(turn, field)
+        assert read["response_json"] == turn.response_json
+        assert [m["content"] for m in read["history"]] == [m["content"] for m in turn.history]
+
+    assert len(rejections) == 1 and rejections[0][:1] == b"\x00"
+    rejected = codec.decode(rejections[0], AnswerRejected)
+    read = stock(topics.rejections, rejections[0])
+    for field in ("event_id", "answer_id", "reason", "detail", "occurred_at"):
+        assert read[field] == getattr(rejected, field)
+    assert read["reason"] == RefusalReason.ALREADY_CONSUMED.value
+
+
+async def test_registry_records_read_by_a_stock_deserializer_and_an_old_pause_still_resumes(
+    bootstrap: str, names: Names, tmp_path: Path, schema_registry: str
+) -> None:
+    plain = api_settings(bootstrap, names, tmp_path)
+    # Before the switch: a pause written single-object.
+    async with Turnlog(plain) as before:
+        old = await before.pause(sample_checkpoint("old-thread"), request=REQUEST)
+
+    settings = plain.with_(wire="registry", schema_registry_url=schema_registry)
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        new = await tl.pause(sample_checkpoint("new-thread"), request=REQUEST)
+        sent = await tl.answer(new.token, ANSWER, **new.axes)
+        outcome = await tl.outcome(sent.answer_id, timeout=45)
+        assert outcome.accepted and isinstance(outcome.resumed, TurnResumed)
+        # The pause written before the switch, answered and resumed after it.
+        sent_old = await tl.answer(old.token, ANSWER, **old.axes)
+        outcome_old = await tl.outcome(sent_old.answer_id, timeout=45)
+        assert outcome_old.accepted and isinstance(outcome_old.resumed, TurnResumed)
+        again = await tl.answer(new.token, ANSWER, **new.axes)
+        late = await tl.outcome(again.answer_id, timeout=45)
+        assert not late.accepted and late.reason == RefusalReason.ALREADY_CONSUMED.value
+        assert not worker.done()
+
+    topics = tl.topics
+    pauses = await _values(bootstrap, topics.pauses)
+    resumed = await _values(bootstrap, topics.resumed)
+    rejections = await _values(bootstrap, topics.rejections)
+    stock = _Stock(schema_registry)
+    try:
+        _read_back(stock, topics, pauses, resumed, rejections)
+    finally:
+        stock.close()
+    assert {new.token_id, old.token_id} == {codec.decode(v, TurnResumed).token_id for v in resumed}
+    turns = {codec.decode(v, TurnResumed).token_id: codec.decode(v, TurnResumed) for v in resumed}
+    assert turns[new.token_id].answer_id == sent.answer_id
+    assert turns[old.token_id].answer_id == sent_old.answer_id
+    assert turns[old.token_id].thread_id == "old-thread"
+    assert codec.decode(rejections[0], AnswerRejected).answer_id == again.answer_id
+
+    # Each record type's subject holds its history under BACKWARD.
+    for topic, name, versions in (
+        (topics.resumed, "TurnResumed", 2),
+        (topics.answers, "AnswerSubmitted", 2),
+        (topics.pauses, "PauseRecorded", 1),
+    ):
+        subject = subject_name(topic, name)
+        assert len(_rest(schema_registry, "GET", f"/subjects/{subject}/versions")) == versions
+        assert _rest(schema_registry, "GET", f"/config/{subject}") == {
+            "compatibilityLevel": "BACKWARD"
+        }
+
+
+async def test_an_answer_with_a_schema_id_the_registry_lacks_is_refused_as_undecodable(
+    bootstrap: str, names: Names, tmp_path: Path, schema_registry: str
+) -> None:
+    settings = api_settings(bootstrap, names, tmp_path).with_(
+        wire="registry", schema_registry_url=schema_registry
+    )
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        paused = await tl.pause(sample_checkpoint("id-thread"), request=REQUEST)
+        producer = clients.producer(bootstrap)
+        await producer.start()
+        try:
+            unknown = b"\x00" + (2**31 - 7).to_bytes(4, "big") + b"\x02ab"
+            await producer.send_and_wait(tl.topics.answers, unknown, key=b"id-thread")
+        finally:
+            await producer.stop()
+
+        async def refused() -> list[AnswerRejected]:
+            values = await _values(bootstrap, tl.topics.rejections)
+            return [codec.decode(v, AnswerRejected) for v in values]
+
+        found = await eventually(refused, timeout=45)
+        assert found[0].reason == RefusalReason.ANSWER_UNDECODABLE.value
+        assert found[0].detail.startswith("unknown_schema_id: ")
+        assert str(2**31 - 7) in found[0].detail
+        # The worker goes on: the pause is still answered and resumed.
+        sent = await tl.answer(paused.token, ANSWER, **paused.axes)
+        outcome = await tl.outcome(sent.answer_id, timeout=45)
+        assert outcome.accepted
+        assert not worker.done()
+
+
+async def test_an_incompatible_subject_or_no_registry_is_one_line_at_start(
+    bootstrap: str, names: Names, tmp_path: Path, schema_registry: str
+) -> None:
+    settings = api_settings(bootstrap, names, tmp_path).with_(
+        wire="registry", schema_registry_url=schema_registry
+    )
+    # A subject that already holds a TurnResumed no version of turnlog's reads (BACKWARD:
+    # the new schema must read the old records, and this one's field has no default).
+    subject = subject_name(f"{names.prefix}resumed", "TurnResumed")
+    other = {
+        "type": "record",
+        "name": "dev.turnlog.TurnResumed",
+        "fields": [{"name": "someone_elses", "type": "string"}],
+    }
+    _rest(schema_registry, "PUT", f"/config/{subject}", {"compatibility": "BACKWARD"})
+    _rest(schema_registry, "POST", f"/subjects/{subject}/versions", {"schema": json.dumps(other)})
+
+    with pytest.raises(SchemaRegistryRefused) as refused:
+        await prepare_wire(settings)
+    assert refused.value.reason == "incompatible"
+    assert subject in str(refused.value) and "\n" not in str(refused.value)
+
+    # Nothing listens there: refused at once, by name, not waited on as an outage.
+    away = settings.with_(schema_registry_url="http://127.0.0.1:9/apis/ccompat/v7")
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    with pytest.raises(SchemaRegistryRefused) as unreachable:
+        async with Turnlog(away) as tl:
+            await tl.pause(sample_checkpoint("no-registry"), request=REQUEST)
+    assert unreachable.value.reason == "unreachable"
+    assert "127.0.0.1:9" in str(unreachable.value) and "\n" not in str(unreachable.value)
+    assert loop.time() - began < settings.connect_timeout_seconds
