@@ -47,6 +47,7 @@ from turnlog.contracts.group import CallToPause
 from turnlog.contracts.interactions import InteractionRegistry, default_interactions
 from turnlog.contracts.resume import check_response
 from turnlog.errors import TurnlogError
+from turnlog.kafka.registry import prepare_wire
 from turnlog.kafka.topics import TopicSet, warn_if_lone_replicas
 from turnlog.producers.answers import AnswerPublisher, PublishedAnswer
 from turnlog.producers.pauses import PauseRecorder
@@ -517,6 +518,8 @@ class Turnlog:
             store = Store.open(path)
             try:
                 await warn_if_lone_replicas(self.settings, self.topics)
+                # The registry wire's schemas, before any client exists: a refusal is one line.
+                await prepare_wire(self.settings, self.topics)
             except BaseException:
                 store.close()
                 raise

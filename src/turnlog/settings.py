@@ -303,7 +303,10 @@ class Settings:
                 raise SettingError(f.name, value, why)
         if self.wire == "registry" and not self.schema_registry_url:
             raise SettingError(
-                "wire", self.wire, "the registry wire needs schema_registry_url (a registry)"
+                "wire (TURNLOG_WIRE)",
+                self.wire,
+                "the registry wire needs a schema registry: set schema_registry_url "
+                "(TURNLOG_SCHEMA_REGISTRY_URL)",
             )
 
     @classmethod

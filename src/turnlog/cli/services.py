@@ -54,6 +54,7 @@ async def worker(
     setup_logs(ctx, log_level, log_format)
     from turnlog.consumers.worker import ResumeWorker
     from turnlog.contracts.interactions import default_interactions
+    from turnlog.kafka.registry import prepare_wire
     from turnlog.kafka.topics import TopicSet, replication_warning
     from turnlog.projections.store import Store
 
@@ -64,6 +65,7 @@ async def worker(
         # The first contact (a never-reached address exits 4 in TURNLOG_CONNECT_TIMEOUT, before
         # a client exists), and whether a restart of this cluster can lose a resume.
         warning = await replication_warning(settings, TopicSet.from_settings(settings))
+        await prepare_wire(settings)  # the registry wire's schemas, before any client exists
         resume = ResumeWorker(
             settings,
             store=store,
