@@ -7,19 +7,20 @@ start or an undecodable answer, never a stopped worker."""
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import urllib.request
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
-from confluent_kafka.serialization import MessageField, SerializationContext
 
 from tests.conftest import Names
 from tests.deployment import ANSWER, REQUEST, sample_checkpoint
-from tests.integration.registry_support import _single_object_after, schema_registry
+from tests.integration.registry_support import REPO, _single_object_after, schema_registry
 from tests.integration.test_api import api_settings
 from tests.kafka_helpers import eventually, read_to_end
 from turnlog import RefusalReason, Turnlog, TurnResumed
@@ -32,15 +33,28 @@ from turnlog.wire import codec
 __all__ = ["_single_object_after", "schema_registry"]
 
 
+def _snippet() -> ModuleType:
+    path = REPO / "docs" / "snippets" / "registry_read_resumed.py"
+    spec = importlib.util.spec_from_file_location("registry_read_resumed", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 class _Stock:
-    """confluent-kafka's registry client and ``AvroDeserializer``, as any consumer sets them up."""
+    """confluent-kafka's registry client and ``AvroDeserializer``, set up and used as the
+    any-client page's reader does (its ``read`` is the one called)."""
 
     def __init__(self, url: str) -> None:
         self.client = SchemaRegistryClient({"url": url})
         self.deserializer = AvroDeserializer(self.client)
+        self.read = _snippet().read
 
     def __call__(self, topic: str, value: bytes) -> Any:
-        return self.deserializer(value, SerializationContext(topic, MessageField.VALUE))
+        found = self.read(self.deserializer, topic, value)
+        assert found is not None, "the reader took a registry record for a single-object one"
+        return found
 
     def close(self) -> None:
         self.client.__exit__()
@@ -67,6 +81,8 @@ def _read_back(
 ) -> None:
     """What the stock deserializer reads is what turnlog's decoder reads, field for field."""
     assert sorted(v[:1] for v in pauses) == [b"\x00", b"\xc3"]  # one of each framing
+    single = next(v for v in pauses if v[:1] == b"\xc3")
+    assert stock.read(stock.deserializer, topics.pauses, single) is None  # skipped, not misread
     framed = next(v for v in pauses if v[:1] == b"\x00")
     pause = codec.decode(framed, PauseRecorded)
     read = stock(topics.pauses, framed)
