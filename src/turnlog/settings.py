@@ -348,6 +348,9 @@ class Settings:
                 continue
             variable = ENV[name]
             raw = e.get(variable)
+            if raw is None and name == "schema_registry_url" and security.schema_registry_url:
+                raw = security.schema_registry_url.reveal()
+                variable = f"schema.registry.url ({security.source})"
             if raw is None and name == "bootstrap_servers":
                 raw = local_bootstrap(e, security.bootstrap_servers)
                 # A bad value is named by where it came from: the file, or the local broker's.
@@ -370,7 +373,8 @@ class Settings:
                 raise SettingError(variable, raw, f"is not {kind}") from None
             why = problem(name, parsed)
             if why is not None:
-                raise SettingError(variable, raw, why)
+                shown = re.sub(r"//[^@/]*@", "//…@", raw)  # a URL's credentials are not shown
+                raise SettingError(variable, shown, why)
             values[name] = parsed
         return cls(**values)
 

@@ -20,6 +20,7 @@ from confluent_kafka.schema_registry.avro import AvroDeserializer
 
 from tests.conftest import Names
 from tests.deployment import ANSWER, REQUEST, sample_checkpoint
+from tests.integration.cli_support import Cli, cli_env
 from tests.integration.registry_support import REPO, _single_object_after, schema_registry
 from tests.integration.test_api import api_settings
 from tests.kafka_helpers import eventually, read_to_end
@@ -151,11 +152,21 @@ async def test_registry_records_read_by_a_stock_deserializer_and_an_old_pause_st
     assert turns[old.token_id].thread_id == "old-thread"
     assert codec.decode(rejections[0], AnswerRejected).answer_id == again.answer_id
 
+    # The CLI's readers, in a process of their own that never wrote: either framing decodes.
+    env = cli_env(bootstrap, names.prefix, names.app, tmp_path)
+    cli = Cli({**env, "TURNLOG_PARTITIONS": "2", "TURNLOG_SCHEMA_REGISTRY_URL": schema_registry})
+    ran = cli("tail", "resumed", "--from-beginning", "--max", "2", "--idle", "20", "--json")
+    tailed = [json.loads(line) for line in ran.stdout.splitlines() if line.strip()]
+    assert {t["token_id"] for t in tailed} == {new.token_id, old.token_id}
+    refused = cli("tail", "rejections", "--from-beginning", "--max", "1", "--idle", "20", "--json")
+    assert json.loads(refused.stdout)["answer_id"] == again.answer_id
+
     # Each record type's subject holds its history under BACKWARD.
     for topic, name, versions in (
-        (topics.resumed, "TurnResumed", 2),
+        (topics.resumed, "TurnResumed", 3),
         (topics.answers, "AnswerSubmitted", 2),
-        (topics.pauses, "PauseRecorded", 1),
+        (topics.pauses, "PauseRecorded", 2),
+        (topics.consumptions, "TokenConsumed", 2),
     ):
         subject = subject_name(topic, name)
         assert len(_rest(schema_registry, "GET", f"/subjects/{subject}/versions")) == versions

@@ -429,3 +429,35 @@ def test_a_retried_produce_warning_is_info_and_a_final_one_stays_a_warning() -> 
         sender.removeHandler(keep)
         sender.setLevel(level)
     assert [r.levelname for r in records] == ["INFO", "WARNING"]
+
+
+def test_a_java_registry_url_and_its_basic_auth_come_from_the_file(tmp_path: Path) -> None:
+    """``schema.registry.url`` with ``basic.auth.user.info`` (``USER_INFO``), as Confluent
+    Cloud hands them to Java clients: the registry's URL with the key and secret folded in,
+    never printed; the variable comes first."""
+    path = tmp_path / "c.properties"
+    path.write_text(
+        "bootstrap.servers=b:9092\n"
+        "schema.registry.url=https://psrc-1.eu.aws.confluent.cloud\n"
+        "basic.auth.credentials.source=USER_INFO\n"
+        "basic.auth.user.info=SRKEY:se/cr@t\n"
+    )
+    settings = Settings.from_env({}, kafka_config=path)
+    assert settings.schema_registry_url == "https://SRKEY:se%2Fcr%40t@psrc-1.eu.aws.confluent.cloud"
+    assert "se/cr@t" not in repr(settings.kafka) and "se%2Fcr" not in repr(settings.kafka)
+    from turnlog.kafka.registry import RegistryClient
+
+    client = RegistryClient(settings.schema_registry_url)
+    assert client.base == "https://psrc-1.eu.aws.confluent.cloud"  # what messages name
+    env = {"TURNLOG_SCHEMA_REGISTRY_URL": "http://mine:8081"}
+    assert Settings.from_env(env, kafka_config=path).schema_registry_url == "http://mine:8081"
+
+    path.write_text(
+        "schema.registry.url=http://r:8081\nbasic.auth.credentials.source=SASL_INHERIT\n"
+    )
+    with pytest.raises(SettingError, match=r"basic\.auth\.user\.info"):
+        Settings.from_env({}, kafka_config=path)
+    path.write_text("schema.registry.url=ftp://r\n")
+    with pytest.raises(SettingError, match=r"http:// or https://") as refused:
+        Settings.from_env({}, kafka_config=path)
+    assert "schema.registry.url (--kafka-config" in str(refused.value)

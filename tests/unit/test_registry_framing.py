@@ -102,7 +102,8 @@ def test_registry_framing_without_a_registry_is_refused() -> None:
 
 @pytest.mark.parametrize("name", sorted(HISTORY))
 def test_a_record_written_with_an_earlier_version_resolves_to_todays(name: str) -> None:
-    old = codec.versions_of(name.split(".")[0])[0]
+    base, version = name.split(".")
+    old = codec.versions_of(base)[int(version.removeprefix("v")) - 1]
     codec.use_registry(Registry({3: _text(old)}))
     framed = b"\x00\x00\x00\x00\x03" + encode_old(name)[10:]
     assert codec.decode(framed) == HISTORY[name][0]
@@ -118,9 +119,12 @@ def test_a_turnlog_type_under_a_schema_this_build_never_saw_is_read_by_resolutio
 
 def test_the_history_is_oldest_first_and_ends_with_todays() -> None:
     versions = codec.versions_of("TurnResumed")
-    assert len(versions) == 2 and versions[-1] == codec.schema_for("TurnResumed")
+    assert len(versions) == 3 and versions[-1] == codec.schema_for("TurnResumed")
     assert [f["name"] for f in versions[0]["fields"]][-1] == "history"
-    assert codec.versions_of("PauseRecorded") == (codec.schema_for("PauseRecorded"),)
+    assert [f["name"] for f in versions[-1]["fields"]][-1] == "answers"
+    paused = codec.versions_of("PauseRecorded")
+    assert len(paused) == 2 and paused[-1] == codec.schema_for("PauseRecorded")
+    assert codec.versions_of("AnswerRejected") == (codec.schema_for("AnswerRejected"),)
 
 
 def test_the_worker_direct_writers_frame_as_the_codec_does() -> None:

@@ -178,6 +178,10 @@ def main_options(
         raise fail(str(exc), EXIT_USAGE) from None
     for warning in warned:  # a misspelt TURNLOG_ variable: one line each, the verb runs on
         err.print(f"[yellow]warning:[/yellow] {escape(str(warning.message))}", soft_wrap=True)
+    if current.settings.schema_registry_url:  # every verb reads either framing
+        from turnlog.kafka.registry import read_through
+
+        read_through(current.settings)
     _quiet_logs(ctx, debug)
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "RECORDS",
     "RegistryClient",
     "prepare_wire",
+    "read_through",
     "subject_name",
 ]
 
@@ -166,6 +167,18 @@ def _said(answer: Any) -> str:
 _PREPARED: set[tuple[str, str, str]] = set()
 #: One preparation at a time in a process (its recorder and worker start together).
 _PREPARING: list[asyncio.Lock] = []
+
+
+def read_through(settings: Any) -> None:
+    """Let this process read registry-framed records when a registry is set, with no call to
+    the registry now: each schema id is asked for when a record first carries it, then kept.
+    For readers that never write (the CLI's ``tail``, ``trail``, ``audit``, ``turns``): what
+    they read decodes whichever framing it has. Writing keeps to :func:`prepare_wire`."""
+    url = settings.schema_registry_url
+    if not url or codec.registry_set():
+        return
+    timeout = min(float(settings.connect_timeout_seconds), 10.0)
+    codec.use_registry(RegistryClient(url, timeout=timeout).schema_text)
 
 
 async def prepare_wire(settings: Any, topics: TopicSet | None = None) -> None:

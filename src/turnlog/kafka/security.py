@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -162,6 +163,9 @@ class KafkaSecurity:
     oauth_scope: str | None = None
     #: ``bootstrap.servers`` of a client.properties file: used when no option or variable names one.
     bootstrap_servers: str | None = None
+    #: ``schema.registry.url`` of a client.properties file (``basic.auth.user.info`` folded in
+    #: as the URL's credentials), likewise: ``TURNLOG_SCHEMA_REGISTRY_URL`` comes first.
+    schema_registry_url: Secret | None = None
     #: Where the values came from (``--kafka-config FILE``, variables), for messages.
     source: str = "defaults"
     #: The setting each field came from, as a message names it (``ssl.truststore.password
@@ -646,8 +650,36 @@ def _one_key(
         values["client_id"] = value.strip()
     elif key == "bootstrap.servers":
         values["bootstrap_servers"] = value.strip()
+    elif key == "schema.registry.url":
+        values["schema_registry_url"] = Secret(_registry_url(value, props, refuse))
     elif key.startswith(("ssl.", "sasl.", "security.")) and not _IGNORED.match(key):
         raise refuse(key, "is not supported by turnlog's Kafka client (aiokafka)")
+
+
+def _registry_url(value: str, props: Mapping[str, str], refuse: Any) -> str:
+    """``schema.registry.url`` with the credentials Java's registry clients take from
+    ``basic.auth.user.info`` (``basic.auth.credentials.source=USER_INFO``) put into the URL, the
+    form ``TURNLOG_SCHEMA_REGISTRY_URL`` takes. The first URL of a comma-separated list."""
+    url = value.split(",")[0].strip()
+    source = props.get("basic.auth.credentials.source", "").strip().upper()
+    info = props.get("basic.auth.user.info") or props.get("schema.registry.basic.auth.user.info")
+    if source not in ("", "USER_INFO", "URL"):
+        raise refuse(
+            "basic.auth.credentials.source",
+            f"{source} is not supported: give the registry's key and secret in "
+            "basic.auth.user.info with basic.auth.credentials.source=USER_INFO",
+        )
+    if info is None or source == "URL":
+        return url
+    user, sep, password = info.strip().partition(":")
+    parts = urllib.parse.urlsplit(url)
+    if not sep or not parts.hostname:
+        raise refuse("basic.auth.user.info", "is not KEY:SECRET for an http(s) registry URL")
+    credentials = f"{urllib.parse.quote(user, safe='')}:{urllib.parse.quote(password, safe='')}"
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit(
+        (parts.scheme, f"{credentials}@{host}", parts.path, parts.query, parts.fragment)
+    )
 
 
 def _jaas(value: str, refuse: Any) -> dict[str, Any]:

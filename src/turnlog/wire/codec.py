@@ -447,6 +447,11 @@ def use_registry(
         WRITE_HEADERS[name] = REGISTRY_MAGIC + schema_id.to_bytes(4, "big")
 
 
+def registry_set() -> bool:
+    """Whether registry-framed records can be read now (:func:`use_registry` was called)."""
+    return _LOOKUP[0] is not None
+
+
 def use_single_object() -> None:
     """Write single-object records again and forget the registry (ids and lookup)."""
     for name, entry in _registry().current.items():
