@@ -3,6 +3,9 @@
 Avro is :func:`turnlog.wire.codec.encode`/:func:`~turnlog.wire.codec.decode` on the
 ``TurnCheckpoint``; the baseline is ``TurnCheckpoint.encode()``/``TurnCheckpoint.decode()``
 (canonical JSON, UTF-8).
+The schema registry's framing (``TURNLOG_WIRE=registry``: ``00``, a 4-byte id, the same body)
+is timed on a ``PauseRecorded`` round trip against single-object in the same run, the ids
+already known as a started process knows them (no registry is asked per record).
 Both directions are timed as one round trip, value to bytes to an equal value; a
 ``PauseRecorded`` (the checkpoint plus the pause's facts) is timed alongside for reference. No
 broker.
@@ -21,6 +24,7 @@ from bench.report import Row
 from bench.scenarios import Context
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import PauseRecorded
+from turnlog.wire import codec as _codec
 from turnlog.wire.codec import decode, encode
 
 TARGET_SPEED = 2.0
@@ -66,6 +70,7 @@ async def run(ctx: Context) -> list[Row]:
         samples["json_dec"].append(_rate(lambda: TurnCheckpoint.decode(text), n))
         samples["pause"].append(_rate(lambda: decode(encode(pause), PauseRecorded), n))
     profiling.stop()
+    samples["registry"] = _registry_rates(pause, n, runs)
 
     def us(key: str) -> float:
         ordered = sorted(samples[key])
@@ -78,7 +83,22 @@ async def run(ctx: Context) -> list[Row]:
     )
     ctx.log(notes)
     per_message = f"{opts.messages}-message TurnCheckpoint"
+    registry_notes = (
+        f"PauseRecorded round trip {us('registry'):.0f} µs framed for the registry vs "
+        f"{us('pause'):.0f} µs single-object"
+    )
     return [
+        Row(
+            scenario="codec",
+            metric="PauseRecorded, registry framing: encode+decode",
+            unit="ops/s",
+            samples=samples["registry"],
+            baseline_samples=samples["pause"],
+            baseline_name="single-object framing",
+            target="≥0.95x single-object",
+            check=lambda value, ratio: ratio is not None and ratio >= 0.95,
+            notes=registry_notes,
+        ),
         Row(
             scenario="codec",
             metric=f"{per_message}: encode+decode",
@@ -107,3 +127,18 @@ async def run(ctx: Context) -> list[Row]:
             details={"pause_recorded_bytes": len(pause_bytes)},
         ),
     ]
+
+
+def _registry_rates(pause: PauseRecorded, n: int, runs: int) -> list[float]:
+    """Round trips of ``pause`` written in the registry's framing, with every current schema
+    given an id as :func:`turnlog.kafka.registry.prepare_wire` gives them; single-object again
+    afterwards."""
+    ids = {name: 100 + i for i, name in enumerate(_codec.schema_names())}
+    _codec.use_registry(lambda _id: None, write_ids=ids)
+    try:
+        framed = encode(pause)
+        if framed[:1] != _codec.REGISTRY_MAGIC or decode(framed, PauseRecorded) != pause:
+            raise RuntimeError("the registry framing did not round-trip the pause")
+        return [_rate(lambda: decode(encode(pause), PauseRecorded), n) for _ in range(runs)]
+    finally:
+        _codec.use_single_object()
