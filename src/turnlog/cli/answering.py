@@ -11,6 +11,7 @@ pause's, and the ledger spends it once whichever copy of the token is answered.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -80,25 +81,61 @@ class Open:
         }
 
 
-def open_pauses(store: Any, now: datetime, thread: str | None = None) -> list[Open]:
-    """The pending pauses in ``store`` (of ``thread`` only, when given), soonest deadline first."""
+def waiting_row(pause: Any, now_ms: int) -> dict[str, Any]:
+    """A row of ``turnlog pending`` from the store's waiting index (a ``WaitingPause``): the
+    same fields as :meth:`Open.row`, without reading the pause's record."""
+    return {
+        "token_id": pause.token_id,
+        "thread_id": pause.thread_id,
+        "checkpoint_id": pause.checkpoint_id,
+        "interaction": pause.interaction,
+        "expires_at_ms": pause.expires_at_ms,
+        "expires_in": human_seconds((pause.expires_at_ms - now_ms) / 1000),
+        "scope": pause.scope,
+        "session": pause.session,
+        "run": pause.run,
+        "call": pause.call,
+    }
+
+
+def recorded_of(store: Any, token_id: str) -> PauseRecorded | None:
+    """The recorded pause behind ``token_id``, decoded (``None``: not in the store, or bytes
+    that are not a pause); of a pause of several calls, the view of the token's own call."""
     from turnlog.contracts.group import view_for_token
     from turnlog.errors import DecodeError
     from turnlog.wire.codec import decode
 
+    info = store.pause_for_token(token_id)
+    if info is None:
+        return None
+    try:
+        return view_for_token(decode(info.value, PauseRecorded), token_id)
+    except DecodeError:
+        return None
+
+
+def open_pauses(store: Any, now: datetime, thread: str) -> list[Open]:
+    """The pending pauses of ``thread`` in ``store``, soonest deadline first: read through the
+    thread's own keys, never the whole of what waits."""
     found = []
-    for pause in store.pending(int(now.timestamp() * 1000)):
-        if thread is not None and pause.thread_id != thread:
-            continue
-        info = store.pause_for_token(pause.token_id)
-        if info is None:
-            continue
-        try:
-            recorded = view_for_token(decode(info.value, PauseRecorded), pause.token_id)
-        except DecodeError:
-            continue
-        found.append(Open(recorded, pause.expires_at_ms))
+    for pause in store.waiting_of_thread(thread, int(now.timestamp() * 1000)):
+        recorded = recorded_of(store, pause.token_id)
+        if recorded is not None:
+            found.append(Open(recorded, pause.expires_at_ms))
     return found
+
+
+_AGE = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?")
+
+
+def age_ms(text: str, option: str) -> int:
+    """``90``, ``90s``, ``15m``, ``2h``, ``3d``, ``1h30m``: milliseconds; ``ValueError`` naming
+    the option for anything else."""
+    found = _AGE.fullmatch(text.strip())
+    if not text.strip() or found is None or not any(found.groups()):
+        raise ValueError(f"{option} takes an age such as 90s, 15m, 2h, 3d or 1h30m, got {text!r}")
+    days, hours, minutes, seconds = (int(part or 0) for part in found.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000
 
 
 def chosen(pauses: list[Open], thread: str, call: str | None, fresh: str) -> Open | str:

@@ -15,11 +15,14 @@ import typer
 from rich.table import Table
 
 from turnlog.cli.answering import (
+    age_ms,
     axes_of,
     chosen,
     open_pauses,
+    recorded_of,
     reissued,
     wait_for_outcome,
+    waiting_row,
 )
 from turnlog.cli.app import (
     EXIT_FAILURE,
@@ -223,6 +226,10 @@ async def _token_of_thread(
     return reissued(settings, found.recorded), axes_of(found.recorded)
 
 
+#: The pauses one ``turnlog pending`` prints unless told otherwise.
+PENDING_LIMIT = 50
+
+
 @app.command("pending")
 @run_async
 async def pending(
@@ -234,35 +241,68 @@ async def pending(
             help="Sign each pause's token again and print it with --json (needs the signing key).",
         ),
     ] = False,
+    limit: Annotated[
+        int, typer.Option(min=1, max=10_000, help="At most this many pauses (one page).")
+    ] = PENDING_LIMIT,
+    after: Annotated[
+        str | None,
+        typer.Option(metavar="CURSOR", help="The next page: the cursor the last page printed."),
+    ] = None,
+    scope: Annotated[str | None, typer.Option(help="Only pauses of this scope.")] = None,
+    session: Annotated[str | None, typer.Option(help="Only pauses of this session.")] = None,
+    run: Annotated[str | None, typer.Option(help="Only pauses of this run.")] = None,
+    call: Annotated[str | None, typer.Option(help="Only the pause of this call.")] = None,
+    interaction: Annotated[
+        str | None, typer.Option(help="Only pauses asking this interaction (e.g. ask_user).")
+    ] = None,
+    older_than: Annotated[
+        str | None,
+        typer.Option(metavar="AGE", help="Only pauses made at least AGE ago (90s, 15m, 2h, 3d)."),
+    ] = None,
     as_json: JsonOpt = False,
     broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
-    """Pauses waiting for an answer (unconsumed, window open), with the four axes an answer
-    states. ``--json --with-tokens`` adds each pause's token, signed again from the recorded
-    pause: everything ``turnlog answer`` needs (the log holds token ids, never tokens)."""
+    """Pauses waiting for an answer (unconsumed, window open), soonest deadline first, with
+    the four axes an answer states; a page at a time (``--limit``), the next one with the
+    cursor the page prints (``--after``). ``--json --with-tokens`` adds each pause's token,
+    signed again from the recorded pause: everything ``turnlog answer`` needs (the log holds
+    token ids, never tokens)."""
     from turnlog.clock import utc_now
 
     if with_tokens and not as_json:
         raise fail("--with-tokens prints tokens with --json only", EXIT_USAGE)
+    try:
+        older_than_ms = None if older_than is None else age_ms(older_than, "--older-than")
+    except ValueError as exc:
+        raise fail(str(exc), EXIT_USAGE) from None
     settings = run_state(ctx).settings
     with open_for_reading(settings) as (store, writer):
         if writer:
             await caught_up(store, settings)
         now = utc_now()
-        pauses = open_pauses(store, now)
+        now_ms = int(now.timestamp() * 1000)
+        try:
+            page = store.pending_page(
+                now_ms, scope=scope, session=session, run=run, call=call,
+                interaction=interaction, older_than_ms=older_than_ms, after=after, limit=limit,
+            )  # fmt: skip
+        except ValueError as exc:  # a cursor that is not one
+            raise fail(f"--after: {exc}", EXIT_USAGE) from None
+        rows = [waiting_row(p, now_ms) for p in page.items]
+        if with_tokens:
+            for row in rows:
+                recorded = recorded_of(store, row["token_id"])
+                row["token"] = None if recorded is None else reissued(settings, recorded)
         fresh = freshness(store)
-    now_ms = int(now.timestamp() * 1000)
-    rows = [p.row(now_ms) for p in pauses]
-    if with_tokens:
-        for row, p in zip(rows, pauses, strict=True):
-            row["token"] = reissued(settings, p.recorded)
     if as_json:
-        print_json({"pending": rows, "as_of": fresh})
+        print_json({"pending": rows, "next": page.next, "as_of": fresh})
         return
     table = Table("thread", "call", "token id", "expires in")
     for row in rows:
         table.add_row(row["thread_id"], row["call"], row["token_id"], row["expires_in"])
     out.print(table)
+    if page.next is not None:
+        out.print(f"more: --after {page.next}", soft_wrap=True, highlight=False)
     err.print(f"as of {fresh}", soft_wrap=True)
 
 

@@ -22,6 +22,7 @@ from turnlog.errors import DecodeError
 from turnlog.kafka.partitioning import split_key
 from turnlog.kafka.reader import Record
 from turnlog.kafka.topics import TopicSet
+from turnlog.projections.batch import facts_of, group_facts_of
 from turnlog.projections.store import Batch, Store
 from turnlog.wire.codec import decode
 from turnlog.wire.skim import messages_hint, skim_pause
@@ -107,6 +108,8 @@ class StoreApplier:
             # offsets into record.value, which it skimmed
             messages_hint=messages_hint(cp) if self.messages_hints else None,
             group_tokens=[call["token_id"] for call in pause.group],
+            facts=facts_of(pause),
+            group_facts=group_facts_of(pause),
         )
 
     def _consumption(self, batch: Batch, record: Record) -> None:

@@ -4,17 +4,23 @@ The indexes are a function of the content -- which pauses exist and which tokens
 -- never of the order records arrived in: the pauses and consumptions partitions are applied
 independently, and a rebuild replays them in another interleaving than the live run saw. A pause
 is in the deadline index exactly while it exists and its token is not spent, and in the spent
-index exactly while it exists and its token is spent, whichever came first.
+index exactly while it exists and its token is spent, whichever came first. The waiting index
+holds exactly the pauses of the deadline index again, with their facts, and the waiting counts
+change with it: +1 when a pause enters, -1 when it leaves, so a replay of the same records (which
+removes and puts back) leaves them as they were.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
+from typing import Any
 
-from turnlog.errors import StoreError
+from turnlog.errors import DecodeError, StoreError
 from turnlog.projections.layout import (
     ALL_FAMILIES,
+    CHANGES_KEPT,
+    CHANGES_NEXT,
     CHECKPOINTS,
     DEADLINES,
     LEDGER,
@@ -24,11 +30,21 @@ from turnlog.projections.layout import (
     SPENT,
     THREAD_TOKENS,
     TOKENS,
+    WAIT_ALL,
+    WAIT_INTERACTION,
+    WAIT_SCOPE,
+    WAITING,
+    PauseFacts,
+    change_key,
     checkpoint_key,
+    count_keys,
     deadline_key,
+    dump_change,
+    dump_facts,
     dump_ledger,
     dump_locator,
     dump_token,
+    facet_prefix,
     load,
     offset_key,
     pause_key,
@@ -37,8 +53,57 @@ from turnlog.projections.layout import (
     thread_token_key,
     u64,
 )
+from turnlog.wire.skim import SkimmedPause, skim_pause
 
-__all__ = ["Batch"]
+__all__ = ["Batch", "facts_of", "group_facts_of"]
+
+_NO_FACTS = PauseFacts()
+
+
+def facts_of(pause: SkimmedPause) -> PauseFacts:
+    """The facts the waiting index keeps of a skimmed pause."""
+    cp = pause.checkpoint
+    return PauseFacts(
+        interaction=pause.response_schema,
+        scope=cp.scope_hash,
+        session=cp.session_id,
+        run=cp.run_id,
+        call=cp.tool_call_id or cp.interrupt_id,
+        paused_at_ms=int(pause.occurred_at.timestamp() * 1000),
+        created_at_ms=int(cp.created_at.timestamp() * 1000),
+    )
+
+
+def group_facts_of(pause: SkimmedPause) -> dict[str, PauseFacts]:
+    """Of a pause of several calls, each call's own facts by its token (its call id and its
+    interaction; the axes and times are the pause's); empty for a pause of one call."""
+    if not pause.group:
+        return {}
+    base = facts_of(pause)
+    return {
+        str(call["token_id"]): base._replace(
+            call=str(call["tool_call_id"]) or str(call["interrupt_id"]),
+            interaction=str(call["response_schema"]),
+        )
+        for call in pause.group
+    }
+
+
+def _facts_of_value(value: bytes | None, token_id: str | None = None) -> PauseFacts:
+    """:func:`facts_of` of a stored pause record (of the call of ``token_id``, for a pause of
+    several calls); none for bytes that are not one."""
+    if value is None:
+        return _NO_FACTS
+    try:
+        skimmed = skim_pause(value)
+    except DecodeError:
+        return _NO_FACTS
+    if token_id is not None:
+        own = group_facts_of(skimmed).get(token_id)
+        if own is not None:
+            return own
+    return facts_of(skimmed)
+
 
 Read = Callable[[str, bytes], bytes | None]
 Scan = Callable[[str, bytes, bytes | None], list[tuple[bytes, bytes]]]
@@ -54,7 +119,13 @@ class Batch:
     """
 
     def __init__(
-        self, read: Read, scan: Scan, write: Write, read_many: ReadMany | None = None
+        self,
+        read: Read,
+        scan: Scan,
+        write: Write,
+        read_many: ReadMany | None = None,
+        *,
+        feed: bool = True,
     ) -> None:
         self._read = read
         self._scan = scan
@@ -63,6 +134,13 @@ class Batch:
         self._pending: dict[str, dict[bytes, bytes | None]] = {n: {} for n in ALL_FAMILIES}
         #: Stored values read ahead (:meth:`prefetch`); the pending changes still come first.
         self._ahead: dict[str, dict[bytes, bytes | None]] = {}
+        #: The waiting counts' changes, added to the stored counts at the commit.
+        self._counts: dict[bytes, int] = {}
+        #: Per token whose waiting changed in this batch: [waited before, waits after, why it
+        #: left, its thread, scope, interaction] -- the changes feed's entries, netted at the
+        #: commit (a pause recorded again leaves and enters: no change). ``None``: no feed (a
+        #: bulk load nobody follows).
+        self._moved: dict[str, list[Any]] | None = {} if feed else None
         self._done = False
 
     def __enter__(self) -> Batch:
@@ -90,13 +168,18 @@ class Batch:
         expires_at_ms: int | None = None,
         messages_hint: Sequence[int] | None = None,
         group_tokens: Sequence[str] = (),
+        facts: PauseFacts | None = None,
+        group_facts: Mapping[str, PauseFacts] | None = None,
     ) -> None:
         """Record a checkpoint (a pauses record), replacing one with the same checkpoint id.
 
-        With a token, the pause can be found by token and, until the token is spent, by deadline;
-        ``messages_hint`` (what the skim of ``value`` found) goes into the token's entry. A pause
-        of several calls (``group_tokens``: the other calls' tokens, sharing the window) is found
-        by each of its tokens, and each is in the deadline index until it is spent.
+        With a token, the pause can be found by token and, until the token is spent, by deadline
+        and in the waiting index, with ``facts`` (:func:`facts_of` its skim, which the caller
+        has: without them, ``value`` is skimmed for them here); ``messages_hint`` (what the skim
+        of ``value`` found) goes into the token's entry. A pause of several calls
+        (``group_tokens``: the other calls' tokens, sharing the window; ``group_facts``: each
+        call's own facts, by token) is found by each of its tokens, and each is in the deadline
+        and waiting indexes until it is spent.
         """
         if (token_id is None) != (expires_at_ms is None):
             raise ValueError("a pause's token_id and expires_at_ms come together or not at all")
@@ -120,11 +203,19 @@ class Batch:
                 was = deadline_key(load(previous)["expires_at"], each)
                 self._delete(DEADLINES, was)
                 self._delete(SPENT, was)
+                self._unwait(was, "gone")
             pending[TOKENS][token] = dump_token(
                 thread_id, checkpoint_id, sequence, each, expires_at_ms, messages_hint
             )
-            index = DEADLINES if self._get(LEDGER, token) is None else SPENT
-            pending[index][deadline + token] = thread_id.encode()
+            key = deadline + token
+            if self._get(LEDGER, token) is None:
+                pending[DEADLINES][key] = thread_id.encode()
+                known = (group_facts or {}).get(each) or facts
+                if known is None:
+                    known = _facts_of_value(value, each)
+                self._wait(key, thread_id, checkpoint_id, known)
+            else:
+                pending[SPENT][key] = thread_id.encode()
 
     def delete_pause(self, thread_id: str, checkpoint_id: str) -> None:
         """Apply a tombstone on the pauses topic: the checkpoint and its token indexes go."""
@@ -147,9 +238,11 @@ class Batch:
                 thread_id,
                 checkpoint_id,
             ):
+                was = deadline_key(locator["expires_at"], token_id)
                 self._delete(TOKENS, token_id.encode())
-                self._delete(DEADLINES, deadline_key(locator["expires_at"], token_id))
-                self._delete(SPENT, deadline_key(locator["expires_at"], token_id))
+                self._delete(DEADLINES, was)
+                self._delete(SPENT, was)
+                self._unwait(was, "gone")
 
     def put_consumptions(self, spent: Iterable[tuple[str, str, str, str, str]]) -> None:
         """:meth:`put_consumption` of each ``(thread_id, token_id, outcome, answer_id,
@@ -159,6 +252,11 @@ class Batch:
         tokens = [item[1].encode() for item in spent]
         self.prefetch(LEDGER, tokens)
         self.prefetch(TOKENS, tokens)
+        waiting = []
+        for token in tokens:
+            if (info := self._get(TOKENS, token)) is not None:
+                waiting.append(WAIT_ALL + deadline_key(load(info)["expires_at"], token.decode()))
+        self.prefetch(WAITING, waiting)
         for thread_id, token_id, outcome, answer_id, response_json in spent:
             self.put_consumption(thread_id, token_id, outcome, answer_id, response_json)
 
@@ -194,6 +292,7 @@ class Batch:
             pause = load(info)
             key = deadline_key(pause["expires_at"], token_id)
             self._delete(DEADLINES, key)
+            self._unwait(key, "answered" if outcome in ("resumed", "held") else "expired")
             self._put(SPENT, key, pause["thread_id"].encode())
 
     def delete_consumption(self, thread_id: str, token_id: str) -> None:
@@ -212,6 +311,12 @@ class Batch:
             key = deadline_key(pause["expires_at"], token_id)
             self._delete(SPENT, key)
             self._put(DEADLINES, key, pause["thread_id"].encode())
+            stored = self._get(
+                CHECKPOINTS,
+                checkpoint_key(pause["thread_id"], pause["sequence"], pause["checkpoint_id"]),
+            )
+            facts = _facts_of_value(stored, token_id)
+            self._wait(key, pause["thread_id"], pause["checkpoint_id"], facts)
 
     def forget(self, thread_id: str) -> None:
         """Delete every checkpoint, token index and ledger entry of the thread."""
@@ -227,6 +332,15 @@ class Batch:
         """Write one index entry as it is: for a store's layout migration, nothing else."""
         self._put(family, key, value)
 
+    def put_waiting(
+        self, deadline: bytes, thread_id: str, checkpoint_id: str, stored: bytes | None
+    ) -> None:
+        """Put a pause of the deadline index (its key ``deadline``) into the waiting index,
+        with the facts of its stored record: for a store's layout migration, nothing else."""
+        self._unwait(deadline, "gone")
+        token_id = deadline[8:].decode()
+        self._wait(deadline, thread_id, checkpoint_id, _facts_of_value(stored, token_id))
+
     def set_offset(self, topic: str, partition: int, next_offset: int) -> None:
         """The next offset to apply of ``topic[partition]``, written with the data it produced."""
         self._put(META, offset_key(topic, partition), u64(next_offset, "next_offset"))
@@ -235,7 +349,78 @@ class Batch:
         if self._done:
             raise StoreError("a batch is committed or discarded once")
         self._done = True
+        meta = self._pending[META]
+        for key, change in self._counts.items():
+            if change:
+                raw = self._get(META, key)
+                count = change + (0 if raw is None else int.from_bytes(raw, "big"))
+                meta[key] = u64(count, "a waiting count") if count > 0 else None
+        if self._moved:
+            self._feed(meta)
         self._write(self._pending)
+
+    def _feed(self, meta: dict[bytes, bytes | None]) -> None:
+        """The netted changes of this batch, numbered on from the feed's next number; as many
+        of the oldest go as come, so the feed keeps its last :data:`CHANGES_KEPT`."""
+        assert self._moved is not None
+        raw = self._get(META, CHANGES_NEXT)
+        number = 0 if raw is None else int.from_bytes(raw, "big")
+        for token_id, (before, after, why, thread, scope, interaction) in self._moved.items():
+            if before == after:
+                continue
+            kind = "added" if after else why
+            meta[change_key(number)] = dump_change(kind, token_id, thread, scope, interaction)
+            if number >= CHANGES_KEPT:
+                meta[change_key(number - CHANGES_KEPT)] = None
+            number += 1
+        meta[CHANGES_NEXT] = u64(number, "change number")
+
+    def _wait(self, key: bytes, thread_id: str, checkpoint_id: str, facts: PauseFacts) -> None:
+        """The pause with deadline key ``key`` enters the waiting index (it is not in it)."""
+        self._put(WAITING, WAIT_ALL + key, dump_facts(thread_id, checkpoint_id, facts))
+        if facts.scope:
+            self._put(WAITING, facet_prefix(WAIT_SCOPE, facts.scope) + key, b"")
+        if facts.interaction:
+            self._put(WAITING, facet_prefix(WAIT_INTERACTION, facts.interaction) + key, b"")
+        self._count(key, 1)
+        if self._moved is not None:
+            token_id = key[8:].decode()
+            moved = self._moved.get(token_id)
+            if moved is None:
+                self._moved[token_id] = [False, True, "", thread_id, facts.scope, facts.interaction]
+            else:
+                moved[1] = True
+
+    def _unwait(self, key: bytes, why: str) -> None:
+        """The pause with deadline key ``key`` leaves the waiting index, if it is in it;
+        ``why`` is what the changes feed says of it: answered, expired or gone."""
+        primary = WAIT_ALL + key
+        raw = self._get(WAITING, primary)
+        if raw is None:
+            return
+        facts = load(raw)
+        self._delete(WAITING, primary)
+        if facts["scope"]:
+            self._delete(WAITING, facet_prefix(WAIT_SCOPE, facts["scope"]) + key)
+        if facts["interaction"]:
+            self._delete(WAITING, facet_prefix(WAIT_INTERACTION, facts["interaction"]) + key)
+        self._count(key, -1)
+        if self._moved is not None:
+            token_id = key[8:].decode()
+            moved = self._moved.get(token_id)
+            if moved is None:
+                thread, scope, interaction = (
+                    facts["thread_id"],
+                    facts["scope"],
+                    facts["interaction"],
+                )
+                self._moved[token_id] = [True, False, why, thread, scope, interaction]
+            else:
+                moved[1], moved[2] = False, why
+
+    def _count(self, key: bytes, change: int) -> None:
+        for count in count_keys(int.from_bytes(key[:8], "big")):
+            self._counts[count] = self._counts.get(count, 0) + change
 
     def _get(self, family: str, key: bytes) -> bytes | None:
         changes = self._pending[family]

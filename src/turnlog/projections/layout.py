@@ -12,7 +12,7 @@ import contextlib
 import json
 import struct
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from turnlog.contracts.ledger import Outcome
 from turnlog.kafka.partitioning import SEPARATOR, check_thread_id
@@ -20,7 +20,10 @@ from turnlog.kafka.partitioning import SEPARATOR, check_thread_id
 #: Bumped when the layout changes; a store of another layout is rebuilt, not read.
 #: 2: the spent index (the ledger's retirement finds its due rows by deadline); a store of
 #: layout 1 is migrated when it is opened read-write (``Store._migrate_from_1``).
-LAYOUT_VERSION = 2
+#: 3: the waiting index and its counts (pages of pending pauses by scope and interaction, and
+#: how many wait, without reading every pause); a store of layout 2 is migrated when it is
+#: opened read-write (``Store._migrate_from_2``), one of layout 1 in both steps.
+LAYOUT_VERSION = 3
 
 #: thread NUL be64(sequence) checkpoint_id -> the caller's encoded pause/checkpoint value
 CHECKPOINTS = "checkpoints"
@@ -39,11 +42,17 @@ SPENT = "spent"
 LEDGER = "ledger"
 #: thread NUL token_id -> b"": the ledger entries of a thread, so forgetting it finds them
 THREAD_TOKENS = "thread_tokens"
-#: offsets and the layout version; never part of user data or the digest
+#: The pauses of DEADLINES again (exactly those: unspent), for the pages of what waits:
+#: ``WAIT_ALL be64(expires_at_ms) token_id`` -> the pause's facts (:func:`dump_facts`), and one
+#: ``facet be32(len) value be64(expires_at_ms) token_id`` -> b"" per facet (scope, interaction)
+#: that has a value, so a page of one scope or one interaction is a seek and a bounded scan.
+WAITING = "waiting"
+#: offsets, the layout version and the waiting counts (:func:`count_key`); never part of user
+#: data or the digest
 META = "meta"
 
 USER_FAMILIES: tuple[str, ...] = tuple(
-    sorted((CHECKPOINTS, PAUSES, TOKENS, DEADLINES, SPENT, LEDGER, THREAD_TOKENS))
+    sorted((CHECKPOINTS, PAUSES, TOKENS, DEADLINES, SPENT, LEDGER, THREAD_TOKENS, WAITING))
 )
 ALL_FAMILIES: tuple[str, ...] = (*USER_FAMILIES, META)
 
@@ -89,6 +98,107 @@ def deadline_key(expires_at_ms: int, token_id: str) -> bytes:
 
 def split_deadline_key(key: bytes) -> tuple[int, str]:
     return int.from_bytes(key[:8], "big"), key[8:].decode("utf-8")
+
+
+#: The prefixes of the waiting index: every waiting pause, and its pauses by facet.
+WAIT_ALL = b"\x00"
+WAIT_SCOPE = b"s"
+WAIT_INTERACTION = b"i"
+
+#: The waiting counts: pauses entering the waiting index count +1 in the bucket of their
+#: deadline's hour and of its minute, leaving it -1, so "how many wait at ``now``" sums the
+#: hours after now's, the minutes after now's within its hour, and scans the keys of now's
+#: minute only -- bounded by the deadlines' span and one minute's pauses, never by all of them.
+COUNT_HOUR = 3_600_000
+COUNT_MINUTE = 60_000
+_COUNT_PREFIX = b"count\x00"
+_COUNT_HOURS = _COUNT_PREFIX + b"h"
+_COUNT_MINUTES = _COUNT_PREFIX + b"m"
+
+
+def facet_prefix(facet: bytes, value: str) -> bytes:
+    """The waiting index's prefix of one facet value (length-prefixed: any text is a value)."""
+    raw = value.encode("utf-8")
+    return facet + len(raw).to_bytes(4, "big") + raw
+
+
+def count_keys(expires_at_ms: int) -> tuple[bytes, bytes]:
+    """The two counts a waiting pause with this deadline is counted in: its hour, its minute."""
+    return (
+        _COUNT_HOURS + u64(expires_at_ms // COUNT_HOUR, "hour"),
+        _COUNT_MINUTES + u64(expires_at_ms // COUNT_MINUTE, "minute"),
+    )
+
+
+def hour_count_range(low_hour: int) -> tuple[bytes, bytes]:
+    return _COUNT_HOURS + u64(low_hour, "hour"), _COUNT_PREFIX + b"i"  # every later hour
+
+
+def minute_count_range(low_minute: int, high_minute: int) -> tuple[bytes, bytes]:
+    return _COUNT_MINUTES + u64(low_minute, "minute"), _COUNT_MINUTES + u64(high_minute, "minute")
+
+
+#: The changes feed: what entered or left the waiting index, batch by batch, numbered, so a
+#: reader (the inbox's live stream) hears of them without reading what waits. Only the last
+#: :data:`CHANGES_KEPT` are kept; a reader further behind reads the pages again.
+_CHANGE_PREFIX = b"change\x00"
+CHANGES_NEXT = b"changes-next"
+CHANGES_KEPT = 10_000
+
+
+def change_key(number: int) -> bytes:
+    return _CHANGE_PREFIX + u64(number, "change number")
+
+
+def change_range(low: int) -> tuple[bytes, bytes]:
+    return change_key(low), prefix_end(_CHANGE_PREFIX)
+
+
+def change_number(key: bytes) -> int:
+    return int.from_bytes(key[len(_CHANGE_PREFIX) :], "big")
+
+
+class PauseFacts(NamedTuple):
+    """What a page of waiting pauses shows and filters on, kept in the waiting index: the
+    pause's interaction, its four axes, and when it was made (ms since the epoch)."""
+
+    interaction: str = ""
+    scope: str = ""
+    session: str = ""
+    run: str = ""
+    call: str = ""
+    paused_at_ms: int = 0
+    created_at_ms: int = 0
+
+
+def dump_facts(thread_id: str, checkpoint_id: str, facts: PauseFacts) -> bytes:
+    """``dump`` of a waiting pause's facts (its thread and checkpoint among them)."""
+    return dump(
+        {
+            "call": facts.call,
+            "checkpoint_id": checkpoint_id,
+            "created_at": facts.created_at_ms,
+            "interaction": facts.interaction,
+            "paused_at": facts.paused_at_ms,
+            "run": facts.run,
+            "scope": facts.scope,
+            "session": facts.session,
+            "thread_id": thread_id,
+        }
+    )
+
+
+def dump_change(kind: str, token_id: str, thread_id: str, scope: str, interaction: str) -> bytes:
+    """``dump`` of one entry of the changes feed."""
+    return dump(
+        {
+            "interaction": interaction,
+            "kind": kind,
+            "scope": scope,
+            "thread_id": thread_id,
+            "token_id": token_id,
+        }
+    )
 
 
 def offset_key(topic: str, partition: int) -> bytes:

@@ -1,22 +1,23 @@
 """What waits for a person: the pending pauses of a store, and the oldest of them.
 
-Shared by ``turnlog status`` and the projector's gauges, so the two always agree. Counting walks
-the deadline index (keys only); finding the oldest reads pauses (skimmed: their messages are not
-decoded), so it looks at no more than :data:`OLDEST_SCAN` of them, soonest deadline first --
-with the usual one TTL for every pause, the oldest pause is among the soonest deadlines.
+Shared by ``turnlog status`` and the projector's gauges, so the two always agree. The count
+comes from the store's waiting counts (:meth:`Store.pending_count`: no walk over the pauses);
+finding the oldest reads the waiting index's facts, never a pause's record, of no more than
+:data:`OLDEST_SCAN` pauses, soonest deadline first -- with the usual one TTL for every pause, the
+oldest pause is among the soonest deadlines.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from turnlog.clock import utc_now
 from turnlog.observability.metrics import ProjectorMetrics
 from turnlog.projections.store import Store
-from turnlog.wire.skim import skim_pause
 
-#: How many pending pauses (soonest deadline first) are decoded to find the oldest.
+#: How many pending pauses (soonest deadline first) are looked at to find the oldest.
 OLDEST_SCAN = 10_000
 
 
@@ -35,22 +36,22 @@ class PendingSummary:
 
 def pending_summary(store: Store, now: datetime) -> PendingSummary:
     """The number of pauses waiting at ``now`` (unspent, window open) and the oldest of them."""
-    count = 0
-    best: tuple[tuple[datetime, datetime], OldestPending] | None = None
-    for pause in store.pending(int(now.timestamp() * 1000)):
-        count += 1
-        if count > OLDEST_SCAN:
-            continue
-        info = store.pause_for_token(pause.token_id)
-        if info is None:
-            continue
-        recorded = skim_pause(info.value)
-        # occurred_at has whole seconds (it is the token's iat); the checkpoint's own time
+    now_ms = int(now.timestamp() * 1000)
+    count = store.pending_count(now_ms)
+    best = None
+    page = store.pending_page(now_ms, limit=OLDEST_SCAN, max_scan=OLDEST_SCAN)
+    for pause in itertools.islice(page.items, OLDEST_SCAN):
+        # paused_at has whole seconds (it is the token's iat); the checkpoint's own time
         # orders pauses made within one second.
-        at = (recorded.occurred_at, recorded.checkpoint.created_at)
-        if best is None or at < best[0]:
-            best = (at, OldestPending(pause.thread_id, pause.token_id, recorded.occurred_at))
-    return PendingSummary(count, best[1] if best is not None else None)
+        if best is None or (pause.paused_at_ms, pause.created_at_ms) < (
+            best.paused_at_ms,
+            best.created_at_ms,
+        ):
+            best = pause
+    if best is None:
+        return PendingSummary(count, None)
+    paused_at = datetime.fromtimestamp(best.paused_at_ms / 1000, UTC)
+    return PendingSummary(count, OldestPending(best.thread_id, best.token_id, paused_at))
 
 
 def report_pending(metrics: ProjectorMetrics, store: Store) -> None:

@@ -22,7 +22,10 @@ index rules live in :mod:`~turnlog.projections.batch` and the key layout in
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import heapq
 import itertools
 import json
 import os
@@ -31,7 +34,7 @@ import socket
 import struct
 import sys
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, NamedTuple
@@ -45,10 +48,24 @@ from turnlog.projections import layout
 from turnlog.projections.batch import Batch
 from turnlog.wire.skim import StoredPause
 
-__all__ = ["OWNER_FILE", "Batch", "OpenPause", "PauseInfo", "Store", "StoreLocked"]
+__all__ = [
+    "OWNER_FILE",
+    "Batch",
+    "Change",
+    "OpenPause",
+    "PauseInfo",
+    "PendingPage",
+    "Store",
+    "StoreLocked",
+    "WaitingPause",
+]
 
 Mode = Literal["read-write", "read-only", "secondary"]
 _PAGE = 256
+
+#: The most waiting-index entries one page of :meth:`Store.pending_page` reads: a page whose
+#: filters match little ends there, with a cursor to go on from, rather than read every pause.
+MAX_SCAN = 20_000
 
 #: The owner record a read-write open leaves beside RocksDB's own files (RocksDB ignores names
 #: it did not write).
@@ -90,6 +107,49 @@ class OpenPause(NamedTuple):
     token_id: str
     thread_id: str
     expires_at_ms: int
+
+
+class WaitingPause(NamedTuple):
+    """A pending pause as the waiting index holds it: enough to list, filter and find it."""
+
+    token_id: str
+    thread_id: str
+    checkpoint_id: str
+    expires_at_ms: int
+    interaction: str
+    scope: str
+    session: str
+    run: str
+    call: str
+    #: When the pause was made (its token's issue time: whole seconds), ms since the epoch.
+    paused_at_ms: int
+    #: When its checkpoint was made, ms since the epoch: orders pauses of one second.
+    created_at_ms: int
+
+    @property
+    def cursor(self) -> str:
+        """Where a page that ends with this pause goes on from."""
+        return _cursor(layout.deadline_key(self.expires_at_ms, self.token_id))
+
+
+class Change(NamedTuple):
+    """One entry of the changes feed: a pause entered the waiting index (``added``) or left it
+    (``answered``, ``expired``: its token spent so; ``gone``: forgotten or replaced)."""
+
+    number: int
+    kind: str
+    token_id: str
+    thread_id: str
+    scope: str
+    interaction: str
+
+
+class PendingPage(NamedTuple):
+    """One page of pending pauses, soonest deadline first, and the cursor of the next page
+    (``None``: this was the last)."""
+
+    items: list[WaitingPause]
+    next: str | None
 
 
 class Store:
@@ -156,12 +216,16 @@ class Store:
     ) -> Store:
         if access is not None and not (path / "CURRENT").is_file():
             raise StoreError(f"no store at {path} to open {mode}")
-        if access is not None and layout.SPENT not in _families_of(path):
-            raise StoreError(
-                f"the store at {path} has layout version 1, this build reads "
-                f"{layout.LAYOUT_VERSION}: a worker or projector of this build migrates it when it "
-                "opens it read-write (or rebuild it from the log)"
-            )
+        if access is not None:
+            present = _families_of(path)
+            added = [layout.SPENT, layout.WAITING]  # the families layouts 2 and 3 added
+            old = next((v for v, f in enumerate(added, 1) if f not in present), None)
+            if old is not None:
+                raise StoreError(
+                    f"the store at {path} has layout version {old}, this build reads "
+                    f"{layout.LAYOUT_VERSION}: a worker or projector of this build migrates it "
+                    "when it opens it read-write (or rebuild it from the log)"
+                )
         families = {name: rocksdict.Options(raw_mode=True) for name in layout.ALL_FAMILIES}
         extra = {} if access is None else {"access_type": access}
         try:
@@ -184,6 +248,9 @@ class Store:
         found = self._get(layout.META, layout.VERSION_KEY)
         if found == b"1" and self.mode == "read-write":
             self._migrate_from_1()
+            self._migrate_from_2()
+        elif found == b"2" and self.mode == "read-write":
+            self._migrate_from_2()
         elif found is None and self.mode == "read-write":
             self._cf[layout.META][layout.VERSION_KEY] = str(layout.LAYOUT_VERSION).encode()
         elif found is not None and found != str(layout.LAYOUT_VERSION).encode():
@@ -209,6 +276,40 @@ class Store:
                         info = layout.load(bytes(raw))
                         key = layout.deadline_key(info["expires_at"], token.decode())
                         batch.put_index(layout.SPENT, key, info["thread_id"].encode())
+                if last:
+                    batch.put_index(layout.META, layout.VERSION_KEY, b"2")
+            if last:
+                return
+            low = page[-1][0] + b"\x00"
+
+    def _migrate_from_2(self) -> None:
+        """Layout 2 had no waiting index nor counts: build them from the deadline index and
+        the pauses' records, as :meth:`_migrate_from_1` does (a cut-short migration runs again:
+        a pause put into the waiting index twice is counted once)."""
+        tokens = self._cf[layout.TOKENS]
+        checkpoints = self._cf[layout.CHECKPOINTS]
+        low: bytes = b""
+        while True:
+            page = self._scan(layout.DEADLINES, low, None, _PAGE)
+            last = len(page) < _PAGE
+            with self.batch() as batch:
+                for key, thread in page:
+                    _, token_id = layout.split_deadline_key(key)
+                    raw = tokens.get(token_id.encode())
+                    if raw is None:
+                        continue
+                    info = layout.load(bytes(raw))
+                    stored = checkpoints.get(
+                        layout.checkpoint_key(
+                            info["thread_id"], info["sequence"], info["checkpoint_id"]
+                        )
+                    )
+                    batch.put_waiting(
+                        key,
+                        thread.decode(),
+                        info["checkpoint_id"],
+                        None if stored is None else bytes(stored),
+                    )
                 if last:
                     batch.put_index(
                         layout.META, layout.VERSION_KEY, str(layout.LAYOUT_VERSION).encode()
@@ -288,7 +389,7 @@ class Store:
         self._live()
         if self.mode != "read-write":
             raise StoreError(f"the store at {self.path} is open {self.mode}; it cannot be written")
-        return Batch(self._get_live, self._scan, self._write, self._get_many)
+        return Batch(self._get_live, self._scan, self._write, self._get_many, feed=not self.bulk)
 
     def forget(self, thread_id: str) -> None:
         """Delete every fact of a thread in one batch (after its tombstones were written)."""
@@ -418,6 +519,169 @@ class Store:
             layout.u64(since_ms, "since_ms"), layout.u64(now_ms + 1, "now_ms + 1")
         )
 
+    def pending_count(self, now_ms: int) -> int:
+        """How many pauses wait at ``now_ms`` (unspent, window open): what :meth:`pending`
+        would yield, from the waiting counts -- the hours after now's, the minutes after now's
+        in its hour, and the keys of now's minute -- never a walk over every pause."""
+        hour, minute = now_ms // layout.COUNT_HOUR, now_ms // layout.COUNT_MINUTE
+        per_hour = layout.COUNT_HOUR // layout.COUNT_MINUTE
+        total = 0
+        for _, value in self._scan(layout.META, *layout.hour_count_range(hour + 1)):
+            total += int.from_bytes(value, "big")
+        ends = layout.minute_count_range(minute + 1, (hour + 1) * per_hour)
+        for _, value in self._scan(layout.META, *ends):
+            total += int.from_bytes(value, "big")
+        options = rocksdict.ReadOptions()
+        options.set_iterate_upper_bound(
+            layout.WAIT_ALL + layout.u64((minute + 1) * layout.COUNT_MINUTE, "minute end")
+        )
+        low = layout.WAIT_ALL + layout.u64(now_ms + 1, "now_ms + 1")
+        for _ in self._family(layout.WAITING).keys(from_key=low, read_opt=options):
+            total += 1
+        return total
+
+    def pending_page(
+        self,
+        now_ms: int,
+        *,
+        scope: str | Collection[str] | None = None,
+        interaction: str | None = None,
+        older_than_ms: int | None = None,
+        session: str | None = None,
+        run: str | None = None,
+        call: str | None = None,
+        where: Callable[[WaitingPause], bool] | None = None,
+        after: str | None = None,
+        limit: int = 50,
+        max_scan: int = MAX_SCAN,
+    ) -> PendingPage:
+        """One page of the pauses waiting at ``now_ms`` (unspent, window open), soonest
+        deadline first, read from the waiting index.
+
+        ``scope``: one scope, or any of several (a page of a viewer's scopes); ``interaction``;
+        ``older_than_ms``: made at least that long before ``now_ms``; ``session``, ``run``,
+        ``call``: the other axes; ``where``: any other test of a pause. A page of one scope
+        (or of several) or of one interaction seeks to it; the other filters test the index's
+        facts, never a pause's record. ``after`` is a page's :attr:`PendingPage.next`. A page
+        reads at most ``max_scan`` index entries: one whose filters match few pauses may come
+        back short, with a cursor to go on from.
+        """
+        if limit < 1:
+            raise ValueError(f"a page holds at least one pause, got limit {limit}")
+        low = layout.u64(now_ms + 1, "now_ms + 1")
+        if after is not None:
+            low = max(low, _uncursor(after) + b"\x00")
+        if scope is not None:
+            scopes = [scope] if isinstance(scope, str) else sorted(set(scope))
+            prefixes = [layout.facet_prefix(layout.WAIT_SCOPE, one) for one in scopes if one]
+        elif interaction:
+            prefixes = [layout.facet_prefix(layout.WAIT_INTERACTION, interaction)]
+        else:
+            prefixes = [layout.WAIT_ALL]
+        size = min(_PAGE, limit + 1)
+        sources = [self._waiting(prefix, low, size) for prefix in prefixes]
+        found: list[WaitingPause] = []
+        for scanned, (key, raw) in enumerate(heapq.merge(*sources), 1):
+            if raw is not None:
+                pause = _waiting_pause(key, raw)
+                if (
+                    (scope is None or pause.scope in _scopes_of(scope))
+                    and (not interaction or pause.interaction == interaction)
+                    and (older_than_ms is None or pause.paused_at_ms <= now_ms - older_than_ms)
+                    and (session is None or pause.session == session)
+                    and (run is None or pause.run == run)
+                    and (call is None or pause.call == call)
+                    and (where is None or where(pause))
+                ):
+                    found.append(pause)
+                    if len(found) > limit:
+                        return PendingPage(found[:limit], found[limit - 1].cursor)
+            if scanned >= max_scan:
+                return PendingPage(found, _cursor(key))
+        return PendingPage(found, None)
+
+    def changes_next(self) -> int:
+        """The number the next change of the feed will have."""
+        raw = self._get(layout.META, layout.CHANGES_NEXT)
+        return 0 if raw is None else int.from_bytes(raw, "big")
+
+    def changes(self, since: int) -> list[Change] | None:
+        """The changes numbered ``since`` on, oldest first; ``None`` when some of them are no
+        longer kept (or ``since`` is past the feed's end: the store was rebuilt), so the reader
+        reads the pages again instead."""
+        end = self.changes_next()
+        if since > end or since < end - layout.CHANGES_KEPT:
+            return None
+        found = []
+        for key, raw in self._scan(layout.META, *layout.change_range(since)):
+            entry = layout.load(raw)
+            found.append(
+                Change(
+                    layout.change_number(key),
+                    entry["kind"],
+                    entry["token_id"],
+                    entry["thread_id"],
+                    entry["scope"],
+                    entry["interaction"],
+                )
+            )
+        return found
+
+    def waiting_between(self, after_ms: int, until_ms: int) -> list[WaitingPause]:
+        """The pauses still in the waiting index whose deadline is in (``after_ms``,
+        ``until_ms``]: those whose window closed in that time, however many others wait."""
+        low = layout.WAIT_ALL + layout.u64(after_ms + 1, "after_ms + 1")
+        high = layout.WAIT_ALL + layout.u64(until_ms + 1, "until_ms + 1")
+        if high <= low:
+            return []
+        return [
+            _waiting_pause(key[len(layout.WAIT_ALL) :], value)
+            for key, value in self._scan(layout.WAITING, low, high)
+        ]
+
+    def waiting_of_thread(self, thread_id: str, now_ms: int) -> list[WaitingPause]:
+        """The pauses of one thread waiting at ``now_ms``, soonest deadline first: read through
+        the thread's own keys, never the whole waiting index."""
+        try:
+            prefix = layout.thread_prefix(thread_id)
+        except ValueError:  # no thread of that id can exist
+            return []
+        keys = []
+        for _, raw in self._scan(layout.PAUSES, prefix, layout.prefix_end(prefix)):
+            locator = layout.load(raw)
+            token_id, expires_at = locator["token_id"], locator["expires_at"]
+            if token_id is not None and expires_at is not None and expires_at > now_ms:
+                keys.append(layout.deadline_key(expires_at, token_id))
+        keys.sort()
+        values = self._family(layout.WAITING).get([layout.WAIT_ALL + k for k in keys])
+        return [
+            _waiting_pause(key, bytes(value))
+            for key, value in zip(keys, values, strict=True)
+            if value is not None
+        ]
+
+    def _waiting(
+        self, prefix: bytes, low: bytes, size: int
+    ) -> Iterator[tuple[bytes, bytes | None]]:
+        """The waiting index under ``prefix`` from deadline key ``low`` on, as (deadline key,
+        the pause's facts or ``None``), in pages of ``size``; a facet's facts are read from
+        the entries of every pause with one multi-get a page."""
+        primary = prefix == layout.WAIT_ALL
+        high = layout.prefix_end(prefix)
+        at = prefix + low
+        while True:
+            page = self._scan(layout.WAITING, at, high, size)
+            keys = [key[len(prefix) :] for key, _ in page]
+            if primary:
+                yield from zip(keys, [value for _, value in page], strict=True)
+            elif keys:
+                values = self._family(layout.WAITING).get([layout.WAIT_ALL + k for k in keys])
+                for key, value in zip(keys, values, strict=True):
+                    yield key, None if value is None else bytes(value)
+            if len(page) < size:
+                return
+            at = page[-1][0] + b"\x00"
+
     def retirable(self, before_ms: int) -> Iterator[OpenPause]:
         """Spent pauses whose deadline is before ``before_ms``, soonest first: the ledger rows
         their owner retires. A bounded scan of the spent index, never of the ledger."""
@@ -526,6 +790,51 @@ class Store:
             if len(page) < _PAGE:
                 return
             low = page[-1][0] + b"\x00"
+
+
+def _scopes_of(scope: str | Collection[str]) -> Collection[str]:
+    return (scope,) if isinstance(scope, str) else scope
+
+
+def _waiting_pause(key: bytes, raw: bytes) -> WaitingPause:
+    expires_at, token_id = layout.split_deadline_key(key)
+    facts = layout.load(raw)
+    return WaitingPause(
+        token_id=token_id,
+        thread_id=facts["thread_id"],
+        checkpoint_id=facts["checkpoint_id"],
+        expires_at_ms=expires_at,
+        interaction=facts["interaction"],
+        scope=facts["scope"],
+        session=facts["session"],
+        run=facts["run"],
+        call=facts["call"],
+        paused_at_ms=facts["paused_at"],
+        created_at_ms=facts["created_at"],
+    )
+
+
+#: A cursor's first byte: which layout of cursor it is (a deadline key follows).
+_CURSOR = b"\x01"
+
+
+def _cursor(key: bytes) -> str:
+    return base64.urlsafe_b64encode(_CURSOR + key).decode().rstrip("=")
+
+
+def _uncursor(cursor: str) -> bytes:
+    """The deadline key a cursor names; ``ValueError`` naming why for anything else."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        key = raw[1:]
+        if raw[:1] != _CURSOR or len(key) < 9:
+            raise ValueError("not one of ours")
+        key[8:].decode("utf-8")
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise ValueError(
+            f"not a page cursor: {cursor[:40]!r} (a cursor is what a page printed as its next)"
+        ) from None
+    return key
 
 
 _LENGTH = struct.Struct(">I")
