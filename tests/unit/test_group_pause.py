@@ -290,6 +290,16 @@ def test_the_store_finds_the_pause_by_each_token_and_expires_each_call_as_its_ow
                 call.token_id,
                 call.tool_call_id,
             )
+        # Each call waits in the pages as its own question, with its own call and interaction.
+        now_ms = int(T0.timestamp() * 1000)
+        page = store.pending_page(now_ms)
+        assert sorted((w.token_id, w.call, w.interaction) for w in page.items) == sorted(
+            (c.token_id, c.tool_call_id, c.response_schema) for c in calls
+        )
+        assert store.pending_count(now_ms) == 2
+        assert [w.call for w in store.pending_page(now_ms, interaction=ASK_USER).items] == [
+            "call-1"
+        ]
         # One call held: its row keeps the response; only the other is left to expire.
         applier.record_consumptions(
             {calls[1].token_id: LedgerEntry(Outcome.HELD, "a1", "thread-1", APPROVED)}
@@ -297,6 +307,8 @@ def test_the_store_finds_the_pause_by_each_token_and_expires_each_call_as_its_ow
         assert store.ledger(calls[1].token_id) == LedgerEntry(
             Outcome.HELD, "a1", "thread-1", APPROVED
         )
+        assert [w.call for w in store.pending_page(now_ms).items] == ["call-1"]  # held: answered
+        assert store.pending_count(now_ms) == 1
         due = applier.expired(NOW + timedelta(days=2))
         assert [(p.token_id, p.checkpoint.tool_call_id) for p in due] == [
             (calls[0].token_id, "call-1")
@@ -304,6 +316,7 @@ def test_the_store_finds_the_pause_by_each_token_and_expires_each_call_as_its_ow
         # A tombstone of the pause takes every token's index with it.
         applier.apply_now([Rec(applier.topics.pauses, 0, 1, key, None)])
         assert all(store.pause_for_token(c.token_id) is None for c in calls)
+        assert store.pending_page(now_ms).items == [] and store.pending_count(now_ms) == 0
 
 
 def _topic_set() -> TopicSet:

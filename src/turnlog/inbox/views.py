@@ -290,21 +290,30 @@ def pending_for(
     thread: str | None = None,
     limit: int = LIST_LIMIT,
 ) -> list[PauseView]:
-    """The pending pauses ``viewer`` may answer, oldest first, narrowed by interaction and by a
-    case-insensitive part of the thread id."""
+    """The pending pauses ``viewer`` may answer, narrowed by interaction and by a
+    case-insensitive part of the thread id: one page of the store's waiting index (the
+    viewer's scopes and the interaction sought to, the thread tested on the index's facts),
+    soonest deadline first, then shown oldest first -- never a walk over every pause."""
+    from turnlog.inbox.auth import ALL_SCOPES
+
     wanted = (thread or "").strip().lower()
+    page = store.pending_page(
+        int(now.timestamp() * 1000),
+        scope=None if ALL_SCOPES in viewer.scopes else viewer.scopes,
+        interaction=interaction or None,
+        where=(lambda p: wanted in p.thread_id.lower()) if wanted else None,
+        limit=limit,
+    )
     found = []
-    for open_pause in store.pending(int(now.timestamp() * 1000)):
-        if wanted and wanted not in open_pause.thread_id.lower():
-            continue
-        view = pause_view(store, open_pause.token_id, now)
+    for waiting in page.items:
+        view = pause_view(store, waiting.token_id, now)
         if view is None or view.status != PENDING or not viewer.may_answer(view.scope_hash):
             continue
         if interaction and view.interaction != interaction:
             continue
         found.append(view)
     found.sort(key=lambda v: (v.paused_at, v.recorded.checkpoint.created_at, v.token_id))
-    return found[:limit]
+    return found
 
 
 def duration(delta: timedelta) -> str:

@@ -8,6 +8,10 @@ index exactly while it exists and its token is spent, whichever came first. The 
 holds exactly the pauses of the deadline index again, with their facts, and the waiting counts
 change with it: +1 when a pause enters, -1 when it leaves, so a replay of the same records (which
 removes and puts back) leaves them as they were.
+
+The indexes are kept in one module on purpose: each change touches several of them at once
+(a pause enters the deadline, waiting and count indexes and the changes feed together), and
+their rules are only checkable side by side.
 """
 
 from __future__ import annotations
