@@ -25,7 +25,9 @@ from tests.integration.registry_support import REPO, _single_object_after, schem
 from tests.integration.test_api import api_settings
 from tests.kafka_helpers import eventually, read_to_end
 from turnlog import RefusalReason, Turnlog, TurnResumed
-from turnlog.contracts.events import AnswerRejected, PauseRecorded
+from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approval_request, approve
+from turnlog.contracts.events import AnswerRejected, PauseRecorded, TokenConsumed
+from turnlog.contracts.group import CallToPause
 from turnlog.errors import SchemaRegistryRefused
 from turnlog.kafka import clients
 from turnlog.kafka.registry import prepare_wire, subject_name
@@ -173,6 +175,59 @@ async def test_registry_records_read_by_a_stock_deserializer_and_an_old_pause_st
         assert _rest(schema_registry, "GET", f"/config/{subject}") == {
             "compatibilityLevel": "BACKWARD"
         }
+
+
+async def test_a_pause_of_several_calls_reads_back_through_the_stock_deserializer(
+    bootstrap: str, names: Names, tmp_path: Path, schema_registry: str
+) -> None:
+    """The current versions' new fields on the registry wire: PauseRecorded v2's ``group``,
+    TokenConsumed v2's held answer and TurnResumed v3's ``answers``, as the worker wrote them
+    (its direct writers for the consumption and the resumed turn), read by the stock reader."""
+    settings = api_settings(bootstrap, names, tmp_path).with_(
+        wire="registry", schema_registry_url=schema_registry
+    )
+    approval = approval_request("search", {"q": 2})
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        question, search = await tl.pause_calls(
+            sample_checkpoint("group-thread"),
+            [CallToPause("call-2", APPROVE_TOOL_CALL, json.dumps(approval)), CallToPause("call-1")],
+        )
+        held = await tl.answer(search.token, approve("search", {"q": 2}), **search.axes)
+        last = await tl.answer(question.token, ANSWER, **question.axes)
+        outcome = await tl.outcome(last.answer_id, timeout=45)
+        assert outcome.accepted and isinstance(outcome.resumed, TurnResumed)
+        assert not worker.done()
+
+    topics = tl.topics
+    [framed_pause] = await _values(bootstrap, topics.pauses)
+    resumed = await _values(bootstrap, topics.resumed)
+    consumed = await _values(bootstrap, topics.consumptions)
+    assert all(v[:1] == b"\x00" for v in [framed_pause, *resumed, *consumed])
+    stock = _Stock(schema_registry)
+    try:
+        pause = codec.decode(framed_pause, PauseRecorded)
+        read = stock(topics.pauses, framed_pause)
+        assert [c["tool_call_id"] for c in read["group"]] == ["call-1", "call-2"]
+        assert read["group"] == list(pause.group)
+        assert {question.token_id, search.token_id} == {c["token_id"] for c in read["group"]}
+
+        [value] = resumed
+        turn = codec.decode(value, TurnResumed)
+        read = stock(topics.resumed, value)
+        # In the order of the calls: call-1's answer (the question) before call-2's (held).
+        assert [a["answer_id"] for a in read["answers"]] == [last.answer_id, held.answer_id]
+        assert read["answers"] == list(turn.answers)
+        assert json.loads(read["answers"][1]["response_json"]) == approve("search", {"q": 2})
+        assert read["response_json"] == turn.response_json
+
+        outcomes = {stock(topics.consumptions, v)["answer_id"]: v for v in consumed}
+        held_read = stock(topics.consumptions, outcomes[held.answer_id])
+        held_own = codec.decode(outcomes[held.answer_id], TokenConsumed)
+        assert held_read["outcome"] == held_own.outcome == "held"
+        assert json.loads(held_read["response_json"]) == approve("search", {"q": 2})
+    finally:
+        stock.close()
 
 
 async def test_an_answer_with_a_schema_id_the_registry_lacks_is_refused_as_undecodable(
