@@ -401,7 +401,7 @@ async def test_poison_is_refused_by_name_and_the_worker_keeps_going(bench: Bench
     pause = await bench.recorder.record(cp, request_json=REQUEST)
     good = bench.publisher.build(pause.token, ANSWER, **axes(cp))
     body = encode(good)[10:]
-    random_bytes = b"\x00" + os.urandom(63)  # never C3 01 at the start
+    random_bytes = b"\x01" + os.urandom(63)  # neither C3 01 (single-object) nor 00 (registry)
     unknown_fingerprint = b"\xc3\x01" + os.urandom(8) + body
     not_an_answer = encode(pause.pause)  # a valid record of the wrong type
     partition = pause.partition
