@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
@@ -29,6 +30,7 @@ from turnlog.contracts.events import AnswerSubmitted, PauseRecorded
 from turnlog.contracts.resume import request_hash
 from turnlog.kafka import clients
 from turnlog.kafka.partitioning import answer_key, partition_for, pause_key
+from turnlog.kafka.registry import prepare_wire
 from turnlog.kafka.topics import TopicSet, admin_client, ensure_topics, wait_for_leaders
 from turnlog.settings import Settings
 from turnlog.tokens import Keyring, PauseClaims, TokenIssuer, TokenVerifier, generate_ed25519
@@ -56,6 +58,18 @@ class Deployment:
         return self.settings.topic_prefix
 
 
+def wire_options() -> dict[str, str]:
+    """The wire a run writes and reads, from ``TURNLOG_WIRE`` and ``TURNLOG_SCHEMA_REGISTRY_URL``
+    as turnlog's own settings take them (single-object when unset): the same in the harness,
+    which preloads, and in the worker processes it starts, which inherit its environment."""
+    wire = os.environ.get("TURNLOG_WIRE", "").strip()
+    url = os.environ.get("TURNLOG_SCHEMA_REGISTRY_URL", "").strip()
+    return {
+        **({"wire": wire} if wire else {}),
+        **({"schema_registry_url": url} if url else {}),
+    }
+
+
 def make_deployment(
     bootstrap: str,
     prefix: str,
@@ -72,6 +86,7 @@ def make_deployment(
         state_dir=state_dir or Path(".turnlog/bench-unused"),
         partitions=partitions,
         commit_interval_ms=commit_interval_ms,
+        **wire_options(),  # type: ignore[arg-type]
     )
     private_pem, _ = generate_ed25519(KID)
     keyring = Keyring.ed25519(KID, private_pem)
@@ -446,6 +461,7 @@ async def answer_load(
     )
     raw_topics = (f"{prefix}raw.consumptions", f"{prefix}raw.resumed")
     await create_topics(dep, *raw_topics)
+    await prepare_wire(dep.settings, dep.topics)  # the registry wire: preloaded records framed so
     answers = await preload(dep, n, messages=messages)
     await produce(bootstrap, dep.topics.answers, answers, transactional=False)
     return dep, raw_topics

@@ -37,7 +37,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
-from bench.common import raw_read_to_end, reader_consumer
+from bench.common import raw_read_to_end, reader_consumer, wire_options
 from bench.measure import REPO, Profiling, memory_kb
 from turnlog.kafka import clients
 
@@ -143,6 +143,7 @@ async def run_turnlog(config: dict[str, Any]) -> None:
         state_dir=Path(config["state_dir"]),
         partitions=config["partitions"],
         commit_interval_ms=config["commit_interval_ms"],
+        **wire_options(),  # type: ignore[arg-type]
     )
     keyring = Keyring.ed25519(config["kid"], config["private_pem"])
     verifier = TokenVerifier(
