@@ -120,8 +120,16 @@ async def test_sigint_while_project_catches_up_exits_cleanly(
     assert not any("caught up" in line for line in projector.seen), projector.seen
     assert took < 10, f"the catch-up ran on for {took:.1f}s after Ctrl-C"
     # The store was closed cleanly, kept what it had applied, and catches up from there.
-    pending = cli.json("pending")
-    assert isinstance(pending, dict) and len(pending["pending"]) == PAUSES
+    rows: list[object] = []
+    after: list[str] = []
+    while True:  # a page at a time, as pending prints them
+        page = cli.json("pending", "--limit", "10000", *after)
+        assert isinstance(page, dict)
+        rows += page["pending"]
+        if not page.get("next"):
+            break
+        after = ["--after", page["next"]]
+    assert len(rows) == PAUSES
 
 
 @pytest.mark.parametrize("verb", ["worker", "project"])

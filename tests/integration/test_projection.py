@@ -448,7 +448,7 @@ async def test_undecodable_records_are_skipped_counted_and_do_not_stop_the_proje
             bad = [
                 await raw.send_and_wait(
                     topics.pauses,
-                    b"\x00not avro at all",
+                    b"\x01not avro at all",  # not 00: the registry framing's first byte
                     key=pause_key("thread-a", "x"),
                     partition=p,
                 ),
