@@ -15,11 +15,31 @@ What the three share lives here, so an agent reads the same thing whichever fram
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from turnlog.contracts.approvals import REJECT, render_approval
+from turnlog.contracts.approvals import APPROVE_TOOL_CALL, REJECT, render_approval
 
-__all__ = ["rejection_message"]
+if TYPE_CHECKING:
+    from turnlog.contracts.events import TurnResumed
+
+__all__ = ["approval_answers", "rejection_message"]
+
+
+def approval_answers(turn: TurnResumed) -> tuple[Mapping[str, Any], ...]:
+    """Every call's answer of a resumed approval turn, in the order of the calls -- the one
+    call of a single pause, or each call of a pause of several (``turn.answers``) -- each with
+    ``tool_call_id``, ``name`` and ``response_json``. ``ValueError`` for a call answered as
+    anything but an approval: the approval adapters continue approvals only."""
+    answers: tuple[Mapping[str, Any], ...] = tuple(turn.answers) or (
+        {"tool_call_id": turn.tool_call_id, "name": turn.name, "response_json": turn.response_json},
+    )
+    for answer in answers:
+        if answer["name"] != APPROVE_TOOL_CALL:
+            raise ValueError(
+                f"call {answer['tool_call_id']!r} of the turn is answered as "
+                f"{answer['name']!r}, no approval"
+            )
+    return answers
 
 
 def rejection_message(response: Mapping[str, Any]) -> str:

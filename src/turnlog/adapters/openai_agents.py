@@ -34,7 +34,7 @@ except ImportError as exc:  # the optional extra is not installed
     needs = "turnlog.adapters.openai_agents needs `pip install turnlog[openai-agents]`"
     raise ImportError(needs) from exc
 
-from turnlog.adapters import rejection_message
+from turnlog.adapters import approval_answers, rejection_message
 from turnlog.api import Paused, Turnlog
 from turnlog.clock import utc_now
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approval_request, approved_calls
@@ -203,15 +203,7 @@ async def resume_input(turn: TurnResumed, agent: Agent[Any], *, context: Any = N
     -- its output: from the agent's own tool run with the approved (or edited) arguments, or
     for a rejected call :func:`~turnlog.adapters.rejection_message`, the wording every adapter
     gives the model."""
-    answers = turn.answers or (
-        {"tool_call_id": turn.tool_call_id, "name": turn.name, "response_json": turn.response_json},
-    )
-    for answer in answers:
-        if answer["name"] != APPROVE_TOOL_CALL:
-            raise ValueError(
-                f"call {answer['tool_call_id']!r} of the turn is answered as "
-                f"{answer['name']!r}, no approval"
-            )
+    answers = approval_answers(turn)
     items = to_items(turn.history)
     approved = {call["id"]: call for call in approved_calls(turn)}
     outputs: dict[str, str] = {}

@@ -47,7 +47,7 @@ except ImportError as exc:  # the optional extra is not installed
         "turnlog.adapters.pydantic_ai needs `pip install turnlog[pydantic-ai]`"
     ) from exc
 
-from turnlog.adapters import rejection_message
+from turnlog.adapters import approval_answers, rejection_message
 from turnlog.api import Paused, Turnlog
 from turnlog.clock import utc_now
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, EDIT, REJECT, approval_request
@@ -230,15 +230,7 @@ def resume_arguments(turn: TurnResumed) -> tuple[list[ModelMessage], DeferredToo
     the history up to the asking round, and the person's decision on each of its calls -- one,
     or every call of a pause of several (a rejection as ``ToolDenied(rejection_message(...))``,
     what every adapter's model reads)."""
-    answers = turn.answers or (
-        {"tool_call_id": turn.tool_call_id, "name": turn.name, "response_json": turn.response_json},
-    )
-    for answer in answers:
-        if answer["name"] != APPROVE_TOOL_CALL:
-            raise ValueError(
-                f"call {answer['tool_call_id']!r} of the turn is answered as "
-                f"{answer['name']!r}, no approval"
-            )
+    answers = approval_answers(turn)
     history = list(turn.history)
     asking = max(
         i for i, m in enumerate(history) if m["role"] == "assistant" and m.get("tool_calls")
