@@ -84,6 +84,7 @@ async def _run_worker(args: argparse.Namespace) -> None:
         session_timeout_ms=args.session_timeout_ms,
         expiry_interval=args.expiry_interval,
         instance_id=args.instance_id,
+        standbys=args.standby,
     )
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, worker.request_stop)
@@ -222,6 +223,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--commit-delay", type=float, default=0.0)
     parser.add_argument("--marks", help="append transaction marks to this file")
     parser.add_argument("--instance-id", help="Kafka static membership (group.instance.id)")
+    parser.add_argument("--standby", type=int, default=0, help="standby copies per partition")
     # publisher
     parser.add_argument("--token")
     parser.add_argument("--axes")

@@ -45,6 +45,19 @@ async def worker(
             "timeout. Unique per running worker.",
         ),
     ] = None,
+    standby: Annotated[
+        int,
+        typer.Option(
+            "--standby",
+            envvar="TURNLOG_STANDBY",
+            min=0,
+            max=8,
+            help="Keep warm, read-only copies of partitions other workers own: N copies of "
+            "each partition, on workers other than its owner that run with --standby. When an "
+            "owner dies, its partitions go to their copies and are ready from there instead of "
+            "a full restore.",
+        ),
+    ] = 0,
     metrics_port: MetricsPortOpt = None,
     log_level: LogLevelOpt = None,
     log_format: LogFormatOpt = None,
@@ -72,6 +85,7 @@ async def worker(
             verifier=checks,
             interactions=default_interactions(),
             instance_id=instance_id,
+            standbys=standby,
         )
         interrupts.on_stop(resume.request_stop)
         if warning is not None:  # before the line that says it runs: nothing comes between

@@ -35,27 +35,30 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import IllegalStateError, KafkaError, ProducerFenced
 from prometheus_client import CollectorRegistry
 
 from turnlog.clock import utc_now
 from turnlog.consumers.handler import AnswerHandler, Handled, Output, StartedBatch, event_meta
 from turnlog.consumers.ownership import Ownership
+from turnlog.consumers.placement import MOST_STANDBYS, Holding, assignor_for
 from turnlog.consumers.repair import is_repair, resumes_on_log
 from turnlog.consumers.screening import derived_event_id
 from turnlog.contracts.events import PauseExpired, PauseRecorded, TokenConsumed
 from turnlog.contracts.interactions import InteractionRegistry
 from turnlog.contracts.ledger import LedgerEntry, Outcome, retire_before_ms
-from turnlog.errors import BrokerUnavailable
+from turnlog.errors import BrokerUnavailable, StoreError
 from turnlog.kafka import clients
 from turnlog.kafka.lifecycle import Lifecycle
 from turnlog.kafka.partitioning import consumption_key, partition_for
@@ -99,6 +102,10 @@ class WorkerStats:
     aborted_batches: int = 0
     fenced: int = 0
     restored_records: int = 0
+    #: records applied to standby copies (partitions kept warm for another owner)
+    standby_records: int = 0
+    #: per take, the records its restore read of each partition taken
+    takes: list[dict[int, int]] = field(default_factory=list)
     broker_outages: int = 0
     rejected_by_reason: dict[str, int] = field(default_factory=dict)
 
@@ -214,7 +221,10 @@ class ResumeWorker(Lifecycle):
         instance_id: str | None = None,
         registry: CollectorRegistry | None = None,
         verify_threads: int = 2,
+        standbys: int = 0,
     ) -> None:
+        if not 0 <= standbys <= MOST_STANDBYS:
+            raise ValueError(f"standbys must be 0..{MOST_STANDBYS}, not {standbys}")
         self.settings = settings
         self.topics = topics or TopicSet.from_settings(settings)
         self.store = store
@@ -249,10 +259,22 @@ class ResumeWorker(Lifecycle):
         #: marker, so every sweep would otherwise wait on a fetch that can only skip markers.
         self._reader_reads: frozenset[TopicPartition] = frozenset()
         self._stopping = asyncio.Event()
+        #: Standby copies per partition this worker offers to keep (``--standby``).
+        self.standbys = standbys
+        #: The partitions the group's last assignment gave this worker to keep warm.
+        self._standby: frozenset[int] = frozenset()
+        self._standby_changed = asyncio.Event()
+        #: What the standby reader reads now (positioned where it stopped).
+        self._standby_reads: frozenset[TopicPartition] = frozenset()
+        #: Owned before the rebalance under way (the eager protocol revokes all first): told to
+        #: the group's leader at the join, so the partitions come back here.
+        self._previous: frozenset[int] = frozenset()
         self._applier = StoreApplier(store, self.topics, messages_hints=True)
         self._partitions = settings.partitions
         self._handler = self._make_handler()
         self._reader = LogReader(settings.connection, client_id="turnlog-restore")
+        self._standby_reader = LogReader(settings.connection, client_id="turnlog-standby")
+        assignor = assignor_for(self._holding, self._on_standby)
         self._consumer = clients.consumer(
             settings,
             group_id=self.group_id,
@@ -269,6 +291,9 @@ class ResumeWorker(Lifecycle):
             heartbeat_interval_ms=min(1000, session_timeout_ms // 3),
             rebalance_timeout_ms=60000,
             max_poll_interval_ms=120000,
+            # Ours first (owners stay put, partitions go to their warm copies); round-robin for
+            # a group that still has a member of an older build.
+            partition_assignment_strategy=(assignor, RoundRobinPartitionAssignor),
         )
         self._started = False
 
@@ -292,6 +317,30 @@ class ResumeWorker(Lifecycle):
         return self._owners.owned
 
     @property
+    def standby(self) -> list[int]:
+        """The partitions this worker keeps warm for their owners (read-only copies)."""
+        return sorted(self._standby_now())
+
+    def _standby_now(self) -> frozenset[int]:
+        if self.standbys == 0:
+            return frozenset()
+        return self._standby - self._assigned - set(self._owners.owned)
+
+    def _holding(self) -> Holding:
+        """What this member tells the group's leader at a join (see consumers/placement.py)."""
+        owned = self._previous | set(self._owners.owned) | self._assigned
+        return Holding(frozenset(owned), self._standby_now(), self.standbys)
+
+    def _on_standby(self, standby: Mapping[str, frozenset[int]]) -> None:
+        """The assignment's standby partitions (before the partitions-assigned listener)."""
+        self._previous = frozenset()
+        self._standby = (
+            standby.get(self.topics.answers, frozenset()) if self.standbys else frozenset()
+        )
+        self.metrics.standby.set(len(self._standby))
+        self._standby_changed.set()
+
+    @property
     def ready(self) -> bool:
         """Joined the group, and owns (fenced and restored) every partition assigned to it."""
         return self._started and self._joined and self._assigned <= set(self._owners.owned)
@@ -310,6 +359,8 @@ class ResumeWorker(Lifecycle):
                     await self._consumer.start()
                     consumer_started = True
                 await self._reader.start()
+                if self.standbys:
+                    await self._standby_reader.start()
                 self._partitions = len(await self._reader.partitions_of(self.topics.answers))
                 break
             except _BROKER_TROUBLE as exc:
@@ -335,6 +386,9 @@ class ResumeWorker(Lifecycle):
         try:
             await self.start()
             sweeper = asyncio.create_task(self._sweep())
+            tasks = [sweeper]
+            if self.standbys:
+                tasks.append(asyncio.create_task(self._stand_by()))
             outage = self._outage_watch()
             try:
                 while not self._stopping.is_set():
@@ -345,12 +399,14 @@ class ResumeWorker(Lifecycle):
                         await self._pause_for(outage.failed(exc))
                         continue
                     outage.ok()
-                    if sweeper.done():
-                        sweeper.result()  # raises what ended it (an outage over budget)
+                    for task in tasks:
+                        if task.done():
+                            task.result()  # raises what ended it (an outage over budget)
             finally:
-                sweeper.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await sweeper
+                for task in tasks:
+                    task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await task
         finally:
             await self.stop()
 
@@ -450,6 +506,8 @@ class ResumeWorker(Lifecycle):
             await self._owners.close()
         await self._reader.stop()
         self._reader_reads = frozenset()
+        await self._standby_reader.stop()
+        self._standby_reads = frozenset()
         self._handler.close()
 
     # -- ownership -------------------------------------------------------------------------
@@ -465,6 +523,7 @@ class ResumeWorker(Lifecycle):
         # Taking the lock waits for the in-flight batch to commit or abort before the
         # partitions move, so the next owner starts from a committed position.
         async with self._lock:
+            self._previous |= set(partitions) & set(self._owners.owned)
             self._assigned.difference_update(partitions)
             await self._owners.release(partitions)
             self.metrics.owned.set(len(self._owners.owned))
@@ -494,7 +553,16 @@ class ResumeWorker(Lifecycle):
     async def _take_state(self, partitions: list[int]) -> None:
         """After the fence: restore the partitions' state, then read their answers from the
         committed offset as it is now (see the module docstring)."""
-        await self._restore(partitions, record_duration=True)
+        began = time.monotonic()
+        read: dict[int, int] = dict.fromkeys(sorted(partitions), 0)
+        count = await self._restore(partitions, record_duration=True, counts=read)
+        self.stats.takes.append(read)
+        warm = sorted(set(partitions) & self._standby)
+        log.info(
+            "restored answers partitions %s: %d records in %.2fs (per partition %s; kept warm "
+            "here: %s)", sorted(partitions), count, time.monotonic() - began, read, warm,
+            extra={"event": "restore", "records": read, "warm": warm},
+        )  # fmt: skip
         for p in partitions:
             tp = TopicPartition(self.topics.answers, p)
             committed = await self._consumer.committed(tp)
@@ -511,6 +579,7 @@ class ResumeWorker(Lifecycle):
         *,
         record_duration: bool = False,
         pauses_only: bool = False,
+        counts: dict[int, int] | None = None,
     ) -> int:
         """Apply pauses[p] and consumptions[p] of ``partitions`` up to their committed end.
 
@@ -536,7 +605,15 @@ class ResumeWorker(Lifecycle):
                         {tp: offsets.get((tp.topic, tp.partition)) for tp in tps}
                     )
                     self._reader_reads = wanted
-                count = await self._reader.read_to_end(self._applier.apply, timeout=timeout)
+                apply = self._applier.apply
+                if counts is not None:
+
+                    async def apply(records: Sequence[Record]) -> None:
+                        for r in records:
+                            counts[r.partition] = counts.get(r.partition, 0) + 1
+                        await self._applier.apply(records)
+
+                count = await self._reader.read_to_end(apply, timeout=timeout)
             except BaseException:
                 self._reader_reads = frozenset()  # positions unknown: seek again next time
                 raise
@@ -549,6 +626,85 @@ class ResumeWorker(Lifecycle):
     async def _catch_up(self, partition: int) -> None:
         """The handler's catch-up of an owned partition an answer may have overtaken."""
         await self._restore([partition], timeout=30.0, pauses_only=True)
+
+    # -- standby copies --------------------------------------------------------------------
+
+    def _standby_tps(self) -> frozenset[TopicPartition]:
+        topics = (self.topics.pauses, self.topics.consumptions)
+        return frozenset(TopicPartition(t, p) for p in self._standby_now() for t in topics)
+
+    async def _stand_by(self) -> None:
+        """Keep the standby partitions' state warm: apply pauses[p] and consumptions[p] as the
+        owner writes them, so a take of p reads only what came after (Kafka Streams' standby
+        tasks). Read-only: nothing is answered, expired or retired for p here.
+
+        A fetch is made outside the reader lock and applied under it only if the set it was
+        made for still stands: a take that began meanwhile (its partitions are assigned first)
+        has its restore go on from the store's offsets, and the fetched records are dropped
+        and read again from there, never applied after the take's own.
+        """
+        outage = self._outage_watch()
+        current = False  # said once each time the copies reach the log's end
+        while not self._stopping.is_set():
+            try:
+                async with self._reader_lock:
+                    wanted = self._standby_tps()
+                    if wanted != self._standby_reads:
+                        offsets = self.store.offsets()
+                        await self._standby_reader.assign(
+                            {tp: offsets.get((tp.topic, tp.partition)) for tp in wanted}
+                        )
+                        self._standby_reads = wanted
+                        self.metrics.standby.set(len({tp.partition for tp in wanted}))
+                        current = False
+                if not wanted:
+                    self._standby_changed.clear()
+                    waiting = asyncio.ensure_future(self._standby_changed.wait())
+                    stopping = asyncio.ensure_future(self._stopping.wait())
+                    await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+                    for task in (waiting, stopping):
+                        task.cancel()
+                    continue
+                records = await self._standby_reader.poll(timeout_ms=200)
+                if not records:
+                    if not current:
+                        current = await self._standby_current(wanted)
+                    continue
+                current = False
+                async with self._reader_lock:
+                    if self._standby_reads != self._standby_tps():
+                        self._standby_reads = frozenset()  # moved meanwhile: seek again
+                        continue
+                    await self._applier.apply(records)
+                    applied = {TopicPartition(r.topic, r.partition) for r in records}
+                    if applied & self._reader_reads:
+                        # The restore reader's positions for these are behind the store now.
+                        self._reader_reads = frozenset()
+                self.stats.standby_records += len(records)
+                self.metrics.standby_records.inc(len(records))
+                outage.ok()
+            except _BROKER_TROUBLE as exc:
+                self._standby_reads = frozenset()
+                await self._pause_for(outage.failed(exc))
+            except StoreError as exc:  # a store from another log: said, and the copy dropped
+                log.warning("standby copies stopped: %s", exc)
+                self._standby_reads = frozenset()
+                self._standby = frozenset()
+
+    async def _standby_current(self, wanted: frozenset[TopicPartition]) -> bool:
+        """Whether the standby reader stands at the committed end of every copy (logged)."""
+        reader = self._standby_reader
+        ends = await reader.end_offsets(wanted)
+        at = {tp: await reader.position(tp) for tp in wanted}
+        if any(at[tp] < end for tp, end in ends.items()):
+            return False
+        offsets = {f"{tp.topic}[{tp.partition}]": n for tp, n in sorted(at.items())}
+        log.info(
+            "standby copies of answers partitions %s are current: %s",
+            sorted({tp.partition for tp in wanted}), json.dumps(offsets, separators=(",", ":")),
+            extra={"event": "standby", "offsets": offsets},
+        )  # fmt: skip
+        return True
 
     # -- answers ---------------------------------------------------------------------------
 
@@ -756,10 +912,12 @@ class ResumeWorker(Lifecycle):
         now = self.clock()
         due: dict[int, list[PauseRecorded]] = {}
         # Not below the retirement line: such a pause's row may be retired already.
-        for pause in self._applier.expired(now, self._retire_line(now)):
-            p = partition_for(pause.checkpoint.thread_id, self._partitions)
-            if p in self._owners:
-                due.setdefault(p, []).append(pause)
+        # Owned partitions only, decided before a pause is read (standby copies wait here too).
+        owned = self._owners.__contains__
+        for pause in self._applier.expired(
+            now, self._retire_line(now), keep=lambda thread: owned(self._partition_of(thread))
+        ):
+            due.setdefault(self._partition_of(pause.checkpoint.thread_id), []).append(pause)
         for p, pauses in due.items():
             outputs = [out for pause in pauses for out in self._expiry(pause, now)]
             if await self._commit(p, outputs, {}):
@@ -783,10 +941,14 @@ class ResumeWorker(Lifecycle):
         """
         line = self._retire_line(self.clock())
         due: dict[int, list[tuple[str, str]]] = {}
-        for spent in itertools.islice(self.store.retirable(line), RETIRE_SCAN):
-            p = partition_for(spent.thread_id, self._partitions)
-            if p in self._owners:
-                due.setdefault(p, []).append((spent.thread_id, spent.token_id))
+        # Owned first, then the budget: rows of other partitions (standby copies, a store
+        # left from an earlier ownership) must not take every pass's scan.
+        mine = (
+            s for s in self.store.retirable(line) if self._partition_of(s.thread_id) in self._owners
+        )
+        for spent in itertools.islice(mine, RETIRE_SCAN):
+            p = self._partition_of(spent.thread_id)
+            due.setdefault(p, []).append((spent.thread_id, spent.token_id))
         topic = self.topics.consumptions
         for p, rows in due.items():
             outputs = [(topic, consumption_key(thread, token), None) for thread, token in rows]
@@ -795,6 +957,9 @@ class ResumeWorker(Lifecycle):
                     for thread, token in rows:
                         batch.delete_consumption(thread, token)
                 self.stats.retired += len(rows)
+
+    def _partition_of(self, thread_id: str) -> int:
+        return partition_for(thread_id, self._partitions)
 
     def _expiry(self, pause: PauseRecorded, now: datetime) -> list[Output]:
         cp, token_id = pause.checkpoint, pause.token_id

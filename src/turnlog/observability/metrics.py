@@ -89,6 +89,16 @@ class WorkerMetrics:
             "Pause and consumption records applied while restoring owned partitions.",
             registry=registry,
         )
+        self.standby = Gauge(
+            "turnlog_worker_standby_partitions",
+            "Answers partitions this process keeps a warm, read-only copy of for their owner.",
+            registry=registry,
+        )
+        self.standby_records = Counter(
+            "turnlog_worker_standby_records",
+            "Pause and consumption records applied to standby copies.",
+            registry=registry,
+        )
         self.restore_duration = Histogram(
             "turnlog_worker_restore_duration_seconds",
             "One restore of partitions' pauses and consumptions to their committed end.",

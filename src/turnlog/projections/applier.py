@@ -11,7 +11,7 @@ building the messages the store keeps as the record's own bytes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -140,9 +140,15 @@ class StoreApplier:
     def ledger(self, token_id: str) -> LedgerEntry | None:
         return self.store.ledger(token_id)
 
-    def expired(self, now: datetime, since_ms: int = 0) -> list[PauseRecorded]:
+    def expired(
+        self, now: datetime, since_ms: int = 0, *, keep: Callable[[str], bool] | None = None
+    ) -> list[PauseRecorded]:
+        """The pauses due to expire; ``keep`` (a thread id's test) picks them before any is
+        read, so a worker reads only its own partitions' pauses."""
         found = []
         for open_pause in self.store.expired(_ms(now), since_ms):
+            if keep is not None and not keep(open_pause.thread_id):
+                continue
             pause = self.pause(open_pause.token_id)
             if pause is not None:
                 found.append(pause)
