@@ -161,6 +161,8 @@ async def run_turnlog(config: dict[str, Any]) -> None:
         interactions=default_interactions(),
         max_batch=config["max_batch"],
         expiry_interval=config.get("expiry_interval", 1.0),
+        standbys=config.get("standbys", 0),
+        session_timeout_ms=config.get("session_timeout_ms", 10000),
     )
     if timings is not None:  # the fetch wait, on its own
         timings.time_calls("fetch", worker._consumer, "getmany")
@@ -172,12 +174,17 @@ async def run_turnlog(config: dict[str, Any]) -> None:
     task = asyncio.create_task(worker.run())
     owned = False
     owns = 0
+    current = False
     try:
         while not task.done():
             await asyncio.sleep(POLL)
             if len(worker.owned) != owns:
                 owns = len(worker.owned)
                 emit("owns", count=owns)  # for a group of workers sharing the partitions
+            if worker.standby_current != current:
+                current = worker.standby_current
+                if current:  # its copies of the partitions it stands by reached the log's end
+                    emit("standby_current", standby=worker.standby, owned=worker.owned)
             if not owned and owns == config["partitions"]:
                 owned = True
                 emit("owned", restored=worker.stats.restored_records, **memory_kb())
@@ -443,6 +450,13 @@ class WorkerProcess:
         except OSError:
             return ""
         return "\n--- worker stderr ---\n" + "\n".join(lines) if lines else ""
+
+    async def kill(self) -> None:
+        """SIGKILL: the crash a standby takes over from (no commit, no leaving the group)."""
+        if self._proc is not None and self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+            await self._proc.wait()
 
     async def stop(self, timeout: float = 60.0) -> dict[str, Any] | None:
         """Ask the child to stop (SIGTERM: finish the batch, leave the group) and reap it."""

@@ -124,6 +124,8 @@ METRICS: dict[str, tuple[str, Expect]] = {
     "full restore": ("s", "linear"),
     "peak RSS after the full restore": ("MB", "flat"),
     "ready from stored offsets": ("s", "flat"),
+    "ready after the owner's SIGKILL, from a standby": ("s", "flat"),
+    "standby's take of the dead owner's partitions": ("s", "flat"),
     "expiry sweep, one pass": ("ms", "flat"),
     "turnlog pending": ("s", "flat"),  # its first page, through the waiting index
     "turnlog status": ("s", "flat"),
@@ -306,7 +308,76 @@ async def _one_size(ctx: Context, prefix: str, n: int) -> dict[str, dict[str, An
             ),
         }
         out.update(await _queries(ctx, state, raw_db, reps, n))
+        took = await _standby_takeover(ctx, dep, state, root / "standby")
+        out["ready after the owner's SIGKILL, from a standby"] = {
+            "samples": [took["ready_s"]],
+            "baseline": [full["ready_s"]],
+            "baseline_name": "full restore (above)",
+            "notes": (
+                f"the group's session timeout ({SESSION_MS / 1000:.0f} s, the broker's least) "
+                "is in it: the time to notice a dead member"
+            ),
+        }
+        out["standby's take of the dead owner's partitions"] = {
+            "samples": [took["take_s"]],
+            "baseline": [stored["ready_s"]],
+            "baseline_name": "ready from stored offsets (above)",
+            "notes": (
+                f"restored {took['restored']:,} records of those partitions "
+                f"(full restore: {full['restored']:,} of all); its copies took "
+                f"{took['warm_s']:.1f}s to warm from empty"
+            ),
+        }
     return out
+
+
+#: The workers' session timeout in the standby takeover: the broker's least by default
+#: (group.min.session.timeout.ms), so the soonest a SIGKILLed member's partitions move.
+SESSION_MS = 6000
+
+
+async def _standby_takeover(
+    ctx: Context, dep: Deployment, owner_state: Path, standby_state: Path
+) -> dict[str, Any]:
+    """Two workers with ``--standby 1``: the owner on the store the takes above left, the other
+    from an empty directory. The group splits the partitions; the newcomer restores its half
+    and keeps warm copies of the owner's. Once they are current, the owner is SIGKILLed, and
+    the newcomer is timed to owning every partition, and its take of the dead owner's."""
+
+    def config(state: Path) -> dict[str, Any]:
+        made = worker_config(
+            ctx, dep, "turnlog", app_id=dep.settings.application_id, state_dir=state
+        )
+        made.update(standbys=1, session_timeout_ms=SESSION_MS, expiry_interval=SWEEP_INTERVAL)
+        return made
+
+    owner, standby = WorkerProcess(config(owner_state)), WorkerProcess(config(standby_state))
+    try:
+        await owner.start()
+        await owner.wait_event("owned", 3600)
+        await standby.start()
+        began = (await standby.wait_event("start", 120))["t"]
+        while True:  # the first time its copies of the owner's half stand at the log's end
+            current = await standby.wait_event("standby_current", 3600)
+            if current["standby"]:
+                break
+            standby.events.remove(current)
+        victim = current["standby"]
+        killed = time.monotonic()
+        await owner.kill()
+        owned = await standby.wait_event("owned", 3600)
+        ended = await standby.stop()
+    finally:
+        await owner.stop()
+        await standby.stop()
+    take = ((ended or {}).get("stats") or {}).get("takes", [{}])[-1]
+    records = {int(p): count for p, count in take.get("records", {}).items()}
+    return {
+        "ready_s": owned["t"] - killed,
+        "take_s": float(take.get("seconds", 0.0)),
+        "restored": sum(records.get(p, 0) for p in victim),
+        "warm_s": current["t"] - began,
+    }
 
 
 async def _take(

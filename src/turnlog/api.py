@@ -489,7 +489,7 @@ class Turnlog:
         finally:
             self._continuations.discard(read)
 
-    async def run_worker(self, *, until: asyncio.Event | None = None) -> None:
+    async def run_worker(self, *, until: asyncio.Event | None = None, standby: int = 0) -> None:
         """Run a resume worker (state under ``state_dir/worker``) until ``until`` is set, this
         object closes, or the task is cancelled -- each a graceful stop: the batch finishes,
         commits, and the worker leaves its group::
@@ -503,8 +503,15 @@ class Turnlog:
         awaits, its error is raised once more by this object's next call -- ``pause``,
         ``answer``, ``outcome``, ``resumed``, ``run_worker`` -- or else by :meth:`close`, so
         that it never dies unseen while answers wait for it.
+
+        ``standby`` (0-8): keep warm, read-only copies of the partitions other workers own --
+        that many copies of each, on workers started with a ``standby`` -- so that a dead
+        owner's partitions are taken over from a copy rather than restored from the log
+        (``turnlog worker --standby``).
         """
         self._check_open("run_worker")
+        if isinstance(standby, bool) or not isinstance(standby, int) or not 0 <= standby <= 8:
+            raise ValueError(f"standby must be a whole number 0-8, not {standby!r}")
         self._raise_worker_failure()
         path = self.settings.state_dir / "worker"
         if any(not task.done() for task in self._workers.values()):
@@ -533,6 +540,7 @@ class Turnlog:
             interactions=self.interactions,
             topics=self.topics,
             clock=utc_now,
+            standbys=standby,
         )
         task = asyncio.ensure_future(worker.run())
         self._workers[worker] = task

@@ -87,6 +87,7 @@ OTHER_VARIABLES: Final = frozenset(
         "TURNLOG_SIGNING_KID",
         "TURNLOG_SIGNING_KEY_PEM",
         "TURNLOG_INSTANCE_ID",
+        "TURNLOG_STANDBY",
         "TURNLOG_LOG_LEVEL",
         "TURNLOG_LOG_FORMAT",
         "TURNLOG_METRICS_PORT",

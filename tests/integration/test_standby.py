@@ -133,7 +133,7 @@ async def test_a_standby_takes_over_a_killed_owner_from_its_warm_copy(
 
     stats = json.loads((tmp_path / "b.json").read_text())
     # The take of a's partitions (with b's own, taken again: the eager protocol revokes all).
-    take = {int(p): n for p, n in stats["takes"][-1].items()}
+    take = {int(p): n for p, n in stats["takes"][-1]["records"].items()}
     restored = sum(take[p] for p in victim)
     print(
         f"\nstandby takeover: {restored} records restored of {held} on the partitions, "

@@ -136,6 +136,7 @@ def test_variables_other_readers_own_are_not_taken_for_typos() -> None:
         "TURNLOG_KAFKA_SASL_USERNAME": "u",
         "TURNLOG_LOG_LEVEL": "debug",
         "TURNLOG_INSTANCE_ID": "w1",
+        "TURNLOG_STANDBY": "1",
         "TURNLOG_SIGNING_KID": "k1",
         "TURNLOG_NOTIFY_URLS": "https://example.org/hook",
         "TURNLOG_SOMETHING_ELSE": "x",

@@ -104,8 +104,8 @@ class WorkerStats:
     restored_records: int = 0
     #: records applied to standby copies (partitions kept warm for another owner)
     standby_records: int = 0
-    #: per take, the records its restore read of each partition taken
-    takes: list[dict[int, int]] = field(default_factory=list)
+    #: per take: ``records``, what its restore read of each partition taken, and ``seconds``
+    takes: list[dict[str, Any]] = field(default_factory=list)
     broker_outages: int = 0
     rejected_by_reason: dict[str, int] = field(default_factory=dict)
 
@@ -261,6 +261,8 @@ class ResumeWorker(Lifecycle):
         self._stopping = asyncio.Event()
         #: Standby copies per partition this worker offers to keep (``--standby``).
         self.standbys = standbys
+        #: Whether the standby copies stood at the log's end at the standby reader's last look.
+        self.standby_current = False
         #: The partitions the group's last assignment gave this worker to keep warm.
         self._standby: frozenset[int] = frozenset()
         self._standby_changed = asyncio.Event()
@@ -556,11 +558,12 @@ class ResumeWorker(Lifecycle):
         began = time.monotonic()
         read: dict[int, int] = dict.fromkeys(sorted(partitions), 0)
         count = await self._restore(partitions, record_duration=True, counts=read)
-        self.stats.takes.append(read)
+        seconds = time.monotonic() - began
+        self.stats.takes.append({"records": read, "seconds": seconds})
         warm = sorted(set(partitions) & self._standby)
         log.info(
             "restored answers partitions %s: %d records in %.2fs (per partition %s; kept warm "
-            "here: %s)", sorted(partitions), count, time.monotonic() - began, read, warm,
+            "here: %s)", sorted(partitions), count, seconds, read, warm,
             extra={"event": "restore", "records": read, "warm": warm},
         )  # fmt: skip
         for p in partitions:
@@ -646,6 +649,7 @@ class ResumeWorker(Lifecycle):
         outage = self._outage_watch()
         current = False  # said once each time the copies reach the log's end
         while not self._stopping.is_set():
+            self.standby_current = current
             try:
                 async with self._reader_lock:
                     wanted = self._standby_tps()
