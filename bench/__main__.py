@@ -91,6 +91,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(default: the sum of the records' keys and values only)",
     )
     parser.add_argument(
+        "--session-timeout-ms",
+        type=int,
+        default=6000,
+        help="scale: the workers' session timeout in the standby takeover (6000, the broker's "
+        "least by default; lower needs the broker's group.min.session.timeout.ms lowered)",
+    )
+    parser.add_argument(
         "--scaleout-workers",
         help="scale out: worker processes per measurement, comma-separated (1,2,4 / 1,2)",
     )

@@ -314,8 +314,8 @@ async def _one_size(ctx: Context, prefix: str, n: int) -> dict[str, dict[str, An
             "baseline": [full["ready_s"]],
             "baseline_name": "full restore (above)",
             "notes": (
-                f"the group's session timeout ({SESSION_MS / 1000:.0f} s, the broker's least) "
-                "is in it: the time to notice a dead member"
+                f"the group's session timeout ({took['session_s']:g} s) is in it: the time "
+                "to notice a dead member"
             ),
         }
         out["standby's take of the dead owner's partitions"] = {
@@ -331,11 +331,6 @@ async def _one_size(ctx: Context, prefix: str, n: int) -> dict[str, dict[str, An
     return out
 
 
-#: The workers' session timeout in the standby takeover: the broker's least by default
-#: (group.min.session.timeout.ms), so the soonest a SIGKILLed member's partitions move.
-SESSION_MS = 6000
-
-
 async def _standby_takeover(
     ctx: Context, dep: Deployment, owner_state: Path, standby_state: Path
 ) -> dict[str, Any]:
@@ -343,12 +338,15 @@ async def _standby_takeover(
     from an empty directory. The group splits the partitions; the newcomer restores its half
     and keeps warm copies of the owner's. Once they are current, the owner is SIGKILLed, and
     the newcomer is timed to owning every partition, and its take of the dead owner's."""
+    session_ms = ctx.options.session_timeout_ms
 
     def config(state: Path) -> dict[str, Any]:
         made = worker_config(
             ctx, dep, "turnlog", app_id=dep.settings.application_id, state_dir=state
         )
-        made.update(standbys=1, session_timeout_ms=SESSION_MS, expiry_interval=SWEEP_INTERVAL)
+        # The session timeout is the soonest a SIGKILLed member's partitions move: 6 s, the
+        # broker's least by default (group.min.session.timeout.ms), unless told otherwise.
+        made.update(standbys=1, session_timeout_ms=session_ms, expiry_interval=SWEEP_INTERVAL)
         return made
 
     owner, standby = WorkerProcess(config(owner_state)), WorkerProcess(config(standby_state))
@@ -377,6 +375,7 @@ async def _standby_takeover(
         "take_s": float(take.get("seconds", 0.0)),
         "restored": sum(records.get(p, 0) for p in victim),
         "warm_s": current["t"] - began,
+        "session_s": session_ms / 1000,
     }
 
 

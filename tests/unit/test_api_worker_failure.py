@@ -84,3 +84,13 @@ async def test_a_worker_task_is_raised_by_close_when_no_call_came(tmp_path: Path
             await tl.close()
         await tl.close()
     assert isinstance(task.exception(), StoreLocked)
+
+
+@pytest.mark.parametrize("standby", [-1, 9, True, 1.5, "1"])
+async def test_a_standby_count_out_of_range_is_refused_before_anything_starts(
+    tmp_path: Path, standby: object
+) -> None:
+    async with Turnlog(_settings(tmp_path)) as tl:
+        with pytest.raises(ValueError, match="standby must be a whole number 0-8"):
+            await tl.run_worker(standby=standby)  # type: ignore[arg-type]
+        assert not (tmp_path / "state" / "worker").exists()  # no store opened

@@ -104,7 +104,8 @@ class WorkerStats:
     restored_records: int = 0
     #: records applied to standby copies (partitions kept warm for another owner)
     standby_records: int = 0
-    #: per take: ``records``, what its restore read of each partition taken, and ``seconds``
+    #: per take: ``records``, what its restore read of each partition taken, ``seconds``, and
+    #: ``warm``, the partitions taken that this worker had kept as standby copies
     takes: list[dict[str, Any]] = field(default_factory=list)
     broker_outages: int = 0
     rejected_by_reason: dict[str, int] = field(default_factory=dict)
@@ -265,6 +266,8 @@ class ResumeWorker(Lifecycle):
         self.standby_current = False
         #: The partitions the group's last assignment gave this worker to keep warm.
         self._standby: frozenset[int] = frozenset()
+        #: The standby partitions before the last assignment: what a take now had kept warm.
+        self._standby_before: frozenset[int] = frozenset()
         self._standby_changed = asyncio.Event()
         #: What the standby reader reads now (positioned where it stopped).
         self._standby_reads: frozenset[TopicPartition] = frozenset()
@@ -336,6 +339,7 @@ class ResumeWorker(Lifecycle):
     def _on_standby(self, standby: Mapping[str, frozenset[int]]) -> None:
         """The assignment's standby partitions (before the partitions-assigned listener)."""
         self._previous = frozenset()
+        self._standby_before = self._standby
         self._standby = (
             standby.get(self.topics.answers, frozenset()) if self.standbys else frozenset()
         )
@@ -559,8 +563,8 @@ class ResumeWorker(Lifecycle):
         read: dict[int, int] = dict.fromkeys(sorted(partitions), 0)
         count = await self._restore(partitions, record_duration=True, counts=read)
         seconds = time.monotonic() - began
-        self.stats.takes.append({"records": read, "seconds": seconds})
-        warm = sorted(set(partitions) & self._standby)
+        warm = sorted(set(partitions) & self._standby_before)
+        self.stats.takes.append({"records": read, "seconds": seconds, "warm": warm})
         log.info(
             "restored answers partitions %s: %d records in %.2fs (per partition %s; kept warm "
             "here: %s)", sorted(partitions), count, seconds, read, warm,
