@@ -307,7 +307,7 @@ async def _one_size(ctx: Context, prefix: str, n: int) -> dict[str, dict[str, An
                 f"{sweep.get('p99_ms', 0.0):.1f} ms"
             ),
         }
-        out.update(await _queries(ctx, state, raw_db, reps, n))
+        out.update(await _queries(ctx, state, raw_db, ctx.repeats, n))
         took = await _standby_takeover(ctx, dep, state, root / "standby")
         out["ready after the owner's SIGKILL, from a standby"] = {
             "samples": [took["ready_s"]],
