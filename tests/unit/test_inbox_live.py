@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -228,3 +229,23 @@ async def test_a_page_cursor_that_is_none_is_refused_by_name(live: Live) -> None
             refused = await http.get(path, headers={"Accept": "application/json"})
             assert refused.status_code == 400
             assert "not a page cursor" in refused.json()["words"], path
+
+
+async def test_the_list_pages_on_and_the_script_s_rows_are_the_viewer_s_only(live: Live) -> None:
+    async with live.client() as http:
+        first = (await http.get("/", headers={"Accept": "text/html"})).text
+        assert first.count('<li class="pause"') == LIST_LIMIT
+        assert f"{LIST_LIMIT} waiting on this page" in first
+        found = re.search(
+            r'<a class="next" rel="next" href="/\?after=([^"]+)">Next page</a>', first
+        )
+        assert found, first[-2000:]
+        second = (await http.get(f"/?after={found[1]}", headers={"Accept": "text/html"})).text
+        shown = re.findall(r'data-token="([^"]+)"', second)
+        assert shown == [_token(i) for i in range(LIST_LIMIT - 1, WAITING)]  # the rest
+        assert "Next page" not in second and 'class="first" href="/"' in second
+        # The rows the page's script asks for: those pending for this viewer, nothing else.
+        rows = await http.get("/rows?token=k010&token=k-theirs&token=nothing&token=k011")
+        assert re.findall(r'data-token="([^"]+)"', rows.text) == ["k010", "k011"]
+        narrowed = await http.get("/rows?thread=t011&token=k010&token=k011")
+        assert re.findall(r'data-token="([^"]+)"', narrowed.text) == ["k011"]

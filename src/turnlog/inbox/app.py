@@ -42,7 +42,6 @@ binding to a pause, the body limit -- and a route kept elsewhere is a route that
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -562,7 +561,7 @@ class _Pages:
         interaction, thread = self._filters(request)
         wanted = thread.strip().lower()
         rows = []
-        for token_id in dict.fromkeys(t[:200] for t in tokens[: self.page_size]):
+        for token_id in dict.fromkeys(t[:200] for t in tokens[: max(self.page_size, LIST_LIMIT)]):
             view = self.service.pause(viewer, token_id)
             if view is None or view.status != PENDING:
                 continue
@@ -606,10 +605,6 @@ class _Pages:
         resume = request.headers.get("last-event-id", "")[:100]
         service, heartbeat = self.service, self.heartbeat
 
-        def event(said: tuple[str, dict[str, Any]]) -> str:
-            name, data = said
-            return f"event: {name}\nid: {live.event_id}\ndata: {json.dumps(data)}\n\n"
-
         async def stream() -> AsyncIterator[str]:
             loop = asyncio.get_running_loop()
             # -1: the first pass after the snapshot reads the feed from where it stands (a
@@ -623,13 +618,13 @@ class _Pages:
                 if not started:
                     started = True
                     first = live.start(viewer, resume)
-                    yield event(first) if first else ": resumed\n\n"
+                    yield live.wire(first) if first else ": resumed\n\n"
                     due = loop.time() + heartbeat
                 elif service.version != version or loop.time() >= due:
                     version = service.version
                     moved = live.step(viewer)
                     if moved is not None:
-                        yield event(moved)
+                        yield live.wire(moved)
                         due = loop.time() + heartbeat
                     elif loop.time() >= due:
                         yield ": heartbeat\n\n"  # the connection kept open; nothing moved

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 import shutil
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from turnlog.api import Turnlog
 from turnlog.clock import utc_now
@@ -314,6 +315,20 @@ class InboxService:
         return sent.words
 
 
+class LiveSource(Protocol):
+    """What a :class:`LiveList` reads: an :class:`InboxService` (or anything that reads a store
+    the same way, as the bench's)."""
+
+    clock: Callable[[], datetime]
+
+    @property
+    def store(self) -> Store: ...
+
+    def changes(self, since: int) -> list[Change] | None: ...
+
+    def pause(self, viewer: Viewer, token_id: str) -> PauseView | None: ...
+
+
 class LiveList:
     """What one live stream follows: a page of the list (its filters, from its cursor) or one
     pause (``token``), for the viewer who opened it.
@@ -328,7 +343,7 @@ class LiveList:
 
     def __init__(
         self,
-        service: InboxService,
+        service: LiveSource,
         *,
         interaction: str = "",
         thread: str = "",
@@ -352,6 +367,11 @@ class LiveList:
 
     def _now_ms(self) -> int:
         return int(self.service.clock().timestamp() * 1000)
+
+    def wire(self, said: tuple[str, dict[str, Any]]) -> str:
+        """An event as the stream sends it: its name, where the stream stands, its data."""
+        name, data = said
+        return f"event: {name}\nid: {self.event_id}\ndata: {json.dumps(data)}\n\n"
 
     def start(self, viewer: Viewer, last_event_id: str = "") -> tuple[str, dict[str, Any]] | None:
         """The first event: the snapshot, or nothing when ``last_event_id`` (a reconnect) says

@@ -103,8 +103,8 @@ function listPage() {
     busy = true;
     try {
       while (wanted.size) {
-        const ids = Array.from(wanted);
-        wanted.clear();
+        const ids = Array.from(wanted).slice(0, 100); // the rest in the next round
+        for (const id of ids) wanted.delete(id);
         const params = new URLSearchParams(query);
         for (const id of ids) params.append("token", id);
         const page = await fetch("/rows?" + params.toString(), { credentials: "same-origin" });
