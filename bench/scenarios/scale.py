@@ -24,7 +24,10 @@ not compress, and neither does this one. Then, each beside a baseline from the s
 - ``turnlog pending`` and ``turnlog status`` (the library calls they make on the store:
   ``open_pauses`` and ``pending_summary``) and the inbox's first page (``pending_for``, its
   list query), on the worker's store once it stopped, beside a scan of every value of the
-  baseline RocksDB (pending, status) and a read of its first page's worth of values (inbox).
+  baseline RocksDB (pending, status) and a read of its first page's worth of values (inbox);
+- the inbox's **live update**: one pending pause answered (written to that store), the bytes of
+  the live stream's next event and the time to make it (``LiveList.step``), beside the event
+  the stream sent before (every id pending for the viewer, at most 2,000) and the first page.
 
 The scenario prints the growth factor of every metric between neighbouring sizes with what it
 should do: flat (the work is the same whatever is pending) or linear (it holds or reads it all).
@@ -130,6 +133,8 @@ METRICS: dict[str, tuple[str, Expect]] = {
     "turnlog pending": ("s", "flat"),  # its first page, through the waiting index
     "turnlog status": ("s", "flat"),
     "inbox first page": ("ms", "flat"),
+    "inbox live update": ("bytes", "flat"),
+    "inbox live update, one step": ("ms", "flat"),
 }
 
 
@@ -486,8 +491,9 @@ async def _queries(
         found: dict[str, Any] = {
             "times": {k: [] for k in ("status", "inbox", "pending")},
             "base": {k: [] for k in ("scan", "keys", "page")},
-            "failed": {k: why for k in ("status", "inbox", "pending")},
+            "failed": {k: why for k in ("status", "inbox", "pending", "live")},
             "hwm_mb": {},
+            "live": {"bytes": [], "ms": [], "old_bytes": [], "snapshot_bytes": 0},
         }
     else:
         found = json.loads(lines[-1])
@@ -506,6 +512,8 @@ async def _queries(
         failed = found["failed"].get(name)
         if failed:
             return f"{words}; FAILED: {failed}"
+        if name not in memory:  # measured after the others: their peak, not its own
+            return words
         return f"{words}; the query process's peak RSS {memory.get(name, 0):,.0f} MB"
 
     return {
@@ -526,6 +534,22 @@ async def _queries(
             "baseline": base["page"],
             "baseline_name": f"raw RocksDB read of {LIST_LIMIT} values",
             "notes": note("inbox", f"pending_for: the first {LIST_LIMIT} rows, oldest first"),
+        },
+        "inbox live update": {
+            "samples": found["live"]["bytes"],
+            "baseline": found["live"]["old_bytes"],
+            "baseline_name": f"every pending id again, as before (at most {OLD_LIVE:,})",
+            "notes": note(
+                "live",
+                "one pending pause answered: the stream's next event, on the wire; its first "
+                f"snapshot {found['live']['snapshot_bytes']:,} bytes",
+            ),
+        },
+        "inbox live update, one step": {
+            "samples": found["live"]["ms"],
+            "baseline": times["inbox"],
+            "baseline_name": "the inbox's first page",
+            "notes": note("live", "LiveList.step: the changes feed read, the window check"),
         },
     }
 
@@ -573,6 +597,7 @@ def _query_child(config: dict[str, Any]) -> dict[str, Any]:
                     failed[name] = f"found {count:,}, expected {expected[name]:,}"
             gc.collect()
             hwm[name] = memory_kb().get("VmHWM", 0) / 1024
+        live = _live_updates(store, viewer, reps, failed)
         for _ in range(reps):
             began = time.perf_counter()
             values = sum(len(v) for v in db.values())
@@ -588,7 +613,58 @@ def _query_child(config: dict[str, Any]) -> dict[str, Any]:
     finally:
         store.close()
         db.close()
-    return {"times": times, "base": base, "failed": failed, "hwm_mb": hwm}
+    return {"times": times, "base": base, "failed": failed, "hwm_mb": hwm, "live": live}
+
+
+#: The most ids the inbox's live stream sent at each change before it sent changes.
+OLD_LIVE = 2000
+
+
+class _Source:
+    """What the inbox's live stream reads (:class:`turnlog.inbox.service.LiveSource`), over the
+    stopped worker's store rather than a running inbox's."""
+
+    def __init__(self, store: Any) -> None:
+        from turnlog.clock import utc_now
+
+        self.store, self.clock = store, utc_now
+
+    def changes(self, since: int) -> Any:
+        return self.store.changes(since)
+
+    def pause(self, viewer: Any, token_id: str) -> None:
+        return None  # a list's stream never asks
+
+
+def _live_updates(store: Any, viewer: Any, reps: int, failed: dict[str, str]) -> dict[str, Any]:
+    """The inbox's live stream at this size: its snapshot of the first page, then ``reps``
+    times one pending pause answered (its consumption written to the store, as the projector
+    writes it) and the stream's next event -- its bytes as sent and the time to make it --
+    beside what the stream sent before: every id pending for the viewer, at every change."""
+    from turnlog.clock import utc_now
+    from turnlog.inbox.service import LiveList
+
+    live = LiveList(_Source(store))
+    snapshot = live.wire(("snapshot", live.snapshot(viewer)))
+    out: dict[str, Any] = {"bytes": [], "ms": [], "old_bytes": [], "snapshot_bytes": 0}
+    out["snapshot_bytes"] = len(snapshot.encode())
+    for i in range(reps):
+        now_ms = int(utc_now().timestamp() * 1000)
+        first = store.pending_page(now_ms, limit=1).items[0]
+        with store.batch() as batch:
+            batch.put_consumption(first.thread_id, first.token_id, "resumed", f"bench-{i}")
+        gc.collect()
+        began = time.perf_counter()
+        said = live.step(viewer)
+        out["ms"].append((time.perf_counter() - began) * 1000)
+        if said is None or said[1].get("removed") != [first.token_id]:
+            failed["live"] = f"the stream's event was {said!r}, not the answered pause leaving"
+            break
+        out["bytes"].append(len(live.wire(said).encode()))
+        page = store.pending_page(now_ms, scope=sorted(viewer.scopes), limit=OLD_LIVE)
+        ids = sorted(p.token_id for p in page.items)
+        out["old_bytes"].append(len(f"event: pending\ndata: {json.dumps(ids)}\n\n".encode()))
+    return out
 
 
 def _dir_bytes(path: Path) -> int:

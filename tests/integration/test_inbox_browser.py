@@ -74,12 +74,13 @@ class Inbox:
     def thread(self, name: str) -> str:
         return f"{name}-{self.tag}"
 
-    async def context(self, scopes: list[str], **options: Any) -> BrowserContext:
-        """A browser context logged in (through the login link) as a viewer of ``scopes``."""
+    async def context(self, scopes: list[str], url: str = "", **options: Any) -> BrowserContext:
+        """A browser context logged in (through the login link) as a viewer of ``scopes``, at
+        ``url`` (another server of the same inbox) or the module's."""
         context = await self.browser.new_context(**options)
         token = self.viewers.mint("pat", scopes, ttl=timedelta(hours=1), now=utc_now())
         page = await context.new_page()
-        await page.goto(f"{self.url}/login#token={token}")
+        await page.goto(f"{url or self.url}/login#token={token}")
         await expect(page.get_by_role("heading", name="Waiting for you")).to_be_visible()
         await page.close()
         return context
@@ -226,7 +227,7 @@ async def test_a_pause_is_answered_in_the_browser_and_resumes_once(inbox: Inbox)
 
         # A second browser has the same pause open, its live stream cut (an old tab).
         other = await second.new_page()
-        await other.route("**/events", lambda route: route.abort())
+        await other.route("**/events*", lambda route: route.abort())
         await other.goto(f"{inbox.url}/pause/{paused.token_id}")
         await other.get_by_label("us", exact=True).check()
 
@@ -285,6 +286,63 @@ async def test_a_pause_answered_elsewhere_leaves_the_open_list_live(inbox: Inbox
         await expect(detail.get_by_role("button", name="Send answer")).to_be_disabled()
     finally:
         await context.close()
+
+
+async def test_the_open_list_follows_what_moved_and_pages_on(inbox: Inbox) -> None:
+    # The same inbox served with pages of two, for a scope of this test's own.
+    server = InboxServer(create_app(inbox.service, inbox.viewers, page_size=2), port=0)
+    await server.start()
+    scope = f"paged-{inbox.tag}"
+    context = await inbox.context([scope], url=server.url)
+    try:
+        made = {}
+        for name, ttl in (("a", 3600), ("b", 3700), ("c", 3800)):  # a closes soonest
+            cp = _checkpoint(inbox.thread(f"paged-{name}"), scope)
+            made[name] = await inbox.pause(cp, QUESTION, ttl=ttl)
+
+        def row(of: Page, name: str) -> Any:
+            return of.locator(f"li.pause[data-token='{made[name].token_id}']")
+
+        async def projected() -> bool:
+            store = inbox.service.store
+            return all(store.pause_for_token(m.token_id) is not None for m in made.values())
+
+        await _until(projected, "the inbox's projection to hold the three pauses")
+        page = await context.new_page()
+        await page.goto(server.url)
+        await expect(page.locator("li.pause")).to_have_count(2, timeout=15_000)
+        await expect(row(page, "a")).to_be_visible()
+        await expect(row(page, "b")).to_be_visible()
+        await page.evaluate("window.notReloaded = true")
+
+        # The next page holds the third, and leads back to the first.
+        other = await context.new_page()
+        await other.goto(server.url)
+        await other.get_by_role("link", name="Next page").click()
+        await expect(row(other, "c")).to_be_visible()
+        await expect(other.locator("li.pause")).to_have_count(1)
+        assert "after=" in other.url
+        await other.get_by_role("link", name="First page").click()
+        await expect(row(other, "a")).to_be_visible()
+
+        # Answered elsewhere (through the library): its row leaves the open page.
+        answer = {"answers": [{"selections": ["us"], "other": None}]}
+        await inbox.tl.answer(made["a"].token, answer, **made["a"].axes)
+        await expect(row(page, "a")).to_have_count(0, timeout=45_000)
+        await expect(page.locator("#list-status")).to_have_text("1 waiting on this page")
+        # A new pause that closes before the page's last: it appears, in the list's order.
+        cp = _checkpoint(inbox.thread("paged-d"), scope)
+        made["d"] = await inbox.pause(cp, QUESTION, ttl=1800)
+        await expect(row(page, "d")).to_be_visible(timeout=15_000)
+        await expect(row(page, "d")).to_contain_text(inbox.thread("paged-d"))
+        tokens = await page.locator("li.pause").evaluate_all(
+            "rows => rows.map(r => r.dataset.token)"
+        )
+        assert tokens == [made["b"].token_id, made["d"].token_id]  # oldest first
+        assert await page.evaluate("window.notReloaded === true")  # never reloaded
+    finally:
+        await context.close()
+        await server.stop()
 
 
 async def test_a_forgotten_pause_leaves_the_open_list_and_page_live(inbox: Inbox) -> None:

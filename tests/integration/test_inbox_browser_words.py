@@ -184,7 +184,7 @@ async def test_two_inboxes_racing_each_say_what_became_of_their_answer(inbox: In
             pages.append(await phone.new_page())
             await pages[1].goto(f"{other_url}/pause/{paused.token_id}")
             for page in pages:  # old tabs: neither learns of the other's answer before sending
-                await page.route("**/events", lambda route: route.abort())
+                await page.route("**/events*", lambda route: route.abort())
                 await page.reload()
                 await page.get_by_label("us", exact=True).check()
             await pages[0].get_by_role("button", name="Send answer").click()

@@ -164,7 +164,7 @@ async def test_the_live_stream_ends_when_the_viewer_s_token_expires(inbox: Inbox
         stream = await asyncio.wait_for(http.get("/events"), timeout=8)
         took = loop.time() - began
     assert stream.status_code == 200
-    assert stream.text.startswith("event: pending\n")
+    assert stream.text.startswith("event: snapshot\n")
     assert stream.text.endswith('event: signed-out\ndata: "your session ended: sign in again"\n\n')
     assert 0.5 < took < 4, took
 

@@ -11,10 +11,13 @@ parsed, :class:`BodyLimit`):
 - ``GET /login/provider``, ``GET /login/callback``: with a provider (``create_app(provider=)``),
   the browser sign-in at the team's OpenID Connect provider (:mod:`~turnlog.inbox.oidc_flow`),
   ending in the same session; its tokens in a ``Bearer`` header work too;
-- ``GET /`` the pending pauses the viewer may answer (``?interaction=``, ``?thread=``), and
-  ``GET /rows`` the same rows alone, which the page fetches when ``GET /events`` (server-sent
-  events: the ids pending for this viewer, at every change) says the list moved; a stream ends
-  (``event: signed-out``) when its credential expires or is signed out;
+- ``GET /`` one page of the pending pauses the viewer may answer (``?interaction=``,
+  ``?thread=``, ``?after=`` the cursor of a page's "Next page"), and ``GET /rows`` the same rows
+  alone, or (``?token=``, repeated) the rows of the pauses the page's script was told arrived:
+  ``GET /events`` (server-sent events) sends the page's ids once (``snapshot``), then only what
+  moved for this viewer (``diff``: ids added and removed, from the projection's changes feed),
+  and ``resync`` (a snapshot again) when the feed no longer holds where the stream stood; a
+  stream ends (``event: signed-out``) when its credential expires or is signed out;
 - ``GET /pause/{token_id}`` the conversation and the answer form, ``GET /pause/{id}/state``
   whether it is still open, ``POST /pause/{id}/answer`` the answer;
 - ``GET /answers/{answer_id}`` what the worker made of it (``resumed`` with what the agent does
@@ -39,12 +42,12 @@ binding to a pause, the body limit -- and a route kept elsewhere is a route that
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlencode
 
 import jinja2
 from aiokafka.errors import KafkaError
@@ -65,8 +68,9 @@ from turnlog.inbox.auth import Csrf, SignOuts, Viewer, ViewerVerifier
 from turnlog.inbox.forms import FormProblem, skeleton
 from turnlog.inbox.oidc import first_of
 from turnlog.inbox.oidc_flow import KeyRefresh, Provider, SignInFlow
-from turnlog.inbox.service import Closed, InboxService
-from turnlog.inbox.views import PauseView, duration, pending_for
+from turnlog.inbox.service import Closed, InboxService, LiveList
+from turnlog.inbox.views import LIST_LIMIT, PENDING, PauseView, duration, list_page
+from turnlog.projections.store import page_bound
 
 log = logging.getLogger(__name__)
 
@@ -204,15 +208,18 @@ def create_app(
     sign_in_bytes: int = SIGN_IN_BYTES,
     answer_bytes: int | None = None,
     provider: Provider | None = None,
+    page_size: int = LIST_LIMIT,
 ) -> Starlette:
     """The inbox over ``service``; ``verify_viewer`` turns a credential into a viewer, and so
     does ``provider`` (the team's OpenID Connect provider: its tokens, and its browser sign-in).
 
     ``sign_in_bytes`` bounds every request body but an answer's, ``answer_bytes`` an answer's
-    (by default the deployment's ``max_record_bytes``: an answer never publishes more)."""
+    (by default the deployment's ``max_record_bytes``: an answer never publishes more);
+    ``page_size`` is how many pauses one page of the list shows."""
     limit = answer_bytes if answer_bytes is not None else service.tl.settings.max_record_bytes
     verify = verify_viewer if provider is None else first_of(verify_viewer, provider.verifier)
     pages = _Pages(service, verify, csrf or Csrf(), heartbeat_seconds)
+    pages.page_size = page_size
 
     def limit_for(method: str, path: str) -> tuple[int, str]:
         if method == "POST" and path.startswith("/pause/") and path.endswith("/answer"):
@@ -312,6 +319,7 @@ class _Pages:
         self.sign_outs = SignOuts(service.clock)
         self.templates = Jinja2Templates(env=_environment())
         self.provider_name = ""  # "Sign in with <name>" when a provider is configured
+        self.page_size = LIST_LIMIT
 
     # -- who is asking ----------------------------------------------------------------------------
 
@@ -484,65 +492,143 @@ class _Pages:
         thread = request.query_params.get("thread", "")
         return interaction[:200], thread[:200]
 
-    def _list_context(self, request: Request, viewer: Viewer) -> dict[str, Any]:
+    def _after(self, request: Request) -> str | None:
+        """The page's cursor (``?after=``, a page's next); ``ValueError`` when it is none."""
+        after = request.query_params.get("after", "")[:1000] or None
+        if after is not None:
+            page_bound(after)
+        return after
+
+    def _bad_cursor(self, request: Request, exc: ValueError) -> Response:
+        return self._refused(request, 400, f"refused: {exc}", error="bad_cursor")
+
+    def _list_context(self, request: Request, viewer: Viewer, after: str | None) -> dict[str, Any]:
         interaction, thread = self._filters(request)
         now = self.service.clock()
-        rows = pending_for(
+        page = list_page(
             self.service.store,
             viewer,
             now,
             interaction=interaction or None,
             thread=thread or None,
+            after=after,
+            limit=self.page_size,
         )
+        query = {"interaction": interaction, "thread": thread}
+        kept = {k: v for k, v in query.items() if v}
         return {
             "viewer": viewer,
-            "rows": rows,
+            "rows": page.rows,
             "now": now,
             "interaction": interaction,
             "thread": thread,
             "interactions": self.service.tl.interactions.names,
+            "after": after or "",
+            "next": urlencode(kept | {"after": page.next}) if page.next else "",
+            "first": urlencode(kept) if after else "",
         }
 
     async def index(self, request: Request) -> Response:
         viewer = self._viewer(request)
         if viewer is None:
             return self._unauthorized(request)
-        return self._render(request, "list.html", self._list_context(request, viewer))
+        try:
+            after = self._after(request)
+        except ValueError as exc:
+            return self._bad_cursor(request, exc)
+        return self._render(request, "list.html", self._list_context(request, viewer, after))
 
     async def rows(self, request: Request) -> Response:
+        """The list's rows (the page's ``#rows``); with ``?token=`` (repeated), only the rows
+        of those pauses still pending for the viewer and taken by the filters: what the page's
+        script inserts when the live stream says they arrived."""
         viewer = self._viewer(request)
         if viewer is None:
             return self._unauthorized(request, page=False)
         if _navigation(request):  # the page's script fetches these rows; a person wants the list
             query = f"?{request.url.query}" if request.url.query else ""
             return RedirectResponse(f"/{query}", status_code=303)
-        return self._render(request, "_rows.html", self._list_context(request, viewer))
+        tokens = request.query_params.getlist("token")
+        if tokens:
+            return self._render(request, "_added.html", self._added(request, viewer, tokens))
+        try:
+            after = self._after(request)
+        except ValueError as exc:
+            return self._bad_cursor(request, exc)
+        return self._render(request, "_rows.html", self._list_context(request, viewer, after))
+
+    def _added(self, request: Request, viewer: Viewer, tokens: list[str]) -> dict[str, Any]:
+        interaction, thread = self._filters(request)
+        wanted = thread.strip().lower()
+        rows = []
+        for token_id in dict.fromkeys(t[:200] for t in tokens[: max(self.page_size, LIST_LIMIT)]):
+            view = self.service.pause(viewer, token_id)
+            if view is None or view.status != PENDING:
+                continue
+            if interaction and view.interaction != interaction:
+                continue
+            if wanted and wanted not in view.thread_id.lower():
+                continue
+            rows.append(view)
+        rows.sort(key=lambda v: v.order)
+        return {"viewer": viewer, "rows": rows, "now": self.service.clock()}
 
     async def events(self, request: Request) -> Response:
-        """The live stream of the ids pending for the viewer. It holds the credential it was
-        opened with and checks it again at every change, every heartbeat, the moment the
-        credential expires and at every sign-out: a stream outlives neither its token nor its
-        session (it ends with ``event: signed-out``, which the page's script acts on)."""
+        """The live stream of the viewer's page (the list's filters and cursor, or one pause:
+        ``?token=``): a snapshot of the ids it shows, then what moved -- the ids added and
+        removed, read from the projection's changes feed -- and a fresh snapshot when the feed
+        no longer holds where the stream stood (:class:`~turnlog.inbox.service.LiveList`).
+        Each event's id says where the stream stands, so a reconnect goes on from there. It
+        holds the credential it was opened with and checks it again at every change, every
+        heartbeat, the moment the credential expires and at every sign-out: a stream outlives
+        neither its token nor its session (it ends with ``event: signed-out``, which the page's
+        script acts on)."""
         credential = self._credential(request)
         if self._signed_in(credential) is None:
             return self._unauthorized(request, page=False)
         if _navigation(request):  # an EventSource asks for text/event-stream, not HTML
             return RedirectResponse("/", status_code=303)
+        interaction, thread = self._filters(request)
+        try:
+            after = self._after(request)
+        except ValueError as exc:
+            return self._bad_cursor(request, exc)
+        token = request.query_params.get("token", "")[:200] or None
+        live = LiveList(
+            self.service,
+            interaction=interaction,
+            thread=thread,
+            after=after,
+            token=token,
+            limit=self.page_size,
+        )
+        resume = request.headers.get("last-event-id", "")[:100]
         service, heartbeat = self.service, self.heartbeat
 
         async def stream() -> AsyncIterator[str]:
             loop = asyncio.get_running_loop()
-            version, due = -1, loop.time()
+            # -1: the first pass after the snapshot reads the feed from where it stands (a
+            # reconnect's changes made while it was away are sent at once).
+            version, due, started = -1, loop.time(), False
             while not service.closing.is_set():
                 viewer = self._signed_in(credential)
                 if viewer is None:
                     yield 'event: signed-out\ndata: "your session ended: sign in again"\n\n'
                     return
-                if service.version != version or loop.time() >= due:
-                    version = service.version
-                    ids = service.visible_ids(viewer)
-                    yield f"event: pending\ndata: {json.dumps(ids)}\n\n"
+                if not started:
+                    started = True
+                    first = live.start(viewer, resume)
+                    yield live.wire(first) if first else ": resumed\n\n"
                     due = loop.time() + heartbeat
+                elif service.version != version or loop.time() >= due:
+                    version = service.version
+                    moved = live.step(viewer)
+                    if moved is not None:
+                        yield live.wire(moved)
+                        due = loop.time() + heartbeat
+                    elif loop.time() >= due:
+                        yield ": heartbeat\n\n"  # the connection kept open; nothing moved
+                        due = loop.time() + heartbeat
                 wait = max(0.0, due - loop.time())
                 if viewer.expires_at is not None:  # wake just past the expiry to end then
                     left = (viewer.expires_at - service.clock()).total_seconds()

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import re
 import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from turnlog.api import Turnlog
 from turnlog.clock import utc_now
@@ -32,19 +34,19 @@ from turnlog.consumers.outcomes import AnswerOutcome
 from turnlog.contracts.axes import Axes
 from turnlog.contracts.refusals import RefusalReason, Refused
 from turnlog.errors import StoreError
-from turnlog.inbox.auth import ALL_SCOPES, Viewer
+from turnlog.inbox.auth import Viewer
 from turnlog.inbox.forms import NEXT_STEP, Form, decision_of, plain_words, response_for
-from turnlog.inbox.views import ANSWERED, LIST_LIMIT, PENDING, PauseView, pause_view, pending_for
-from turnlog.projections.store import Store
+from turnlog.inbox.views import ANSWERED, LIST_LIMIT, PENDING, PauseView, list_page, pause_view
+from turnlog.projections.store import Change, Store, page_bound
 from turnlog.tokens import PauseClaims, TokenIssuer
 
 log = logging.getLogger(__name__)
 
-#: Who the live stream's shared reading is made for; each viewer then sees their part of it.
-EVERYONE = Viewer("", frozenset({ALL_SCOPES}))
+#: How long a live stream may have been away and still go on from its last event (a page's
+#: reconnect says where it was): the windows that closed meanwhile are read back that far.
+RESUME_MS = 10 * 60 * 1000
 
-#: The most pending pauses the live stream follows.
-LIVE_LIMIT = 10 * LIST_LIMIT
+_EVENT_ID = re.compile(r"([0-9]{1,19})\.([0-9]{1,19})")
 
 #: How many answers' outcomes the inbox remembers for the pages that ask.
 KEPT_ANSWERS = 10_000
@@ -102,7 +104,7 @@ class InboxService:
         self._seen: tuple[Any, ...] = ()
         self._sent: dict[str, _Sent] = {}
         self._by_token: dict[str, str] = {}
-        self._pending: tuple[int, list[PauseView]] = (-1, [])
+        self._changes: tuple[int, int, list[Change] | None] = (-1, -1, None)
         self.closing = asyncio.Event()
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -159,10 +161,12 @@ class InboxService:
         store = self.store
         offsets = store.catch_up()
         now_ms = int(self.clock().timestamp() * 1000)
-        # Offsets say a fact arrived; a window that closes writes no record, but the soonest
-        # deadline still open then changes (one key read, however many pauses wait).
+        # Offsets say a fact arrived, the changes feed's end that the waiting pauses moved; a
+        # window that closes writes no record, but the soonest deadline still open then
+        # changes (one key read each, however many pauses wait).
         soonest = next(store.pending(now_ms), None)
-        seen = (tuple(sorted(offsets.items())), soonest.token_id if soonest else None)
+        feed = store.changes_next()
+        seen = (tuple(sorted(offsets.items())), feed, soonest.token_id if soonest else None)
         if seen != self._seen:
             self._seen = seen
             self.version += 1
@@ -199,13 +203,14 @@ class InboxService:
             return None
         return view
 
-    def visible_ids(self, viewer: Viewer) -> list[str]:
-        """The token ids of every pending pause ``viewer`` may answer: what the live list
-        compares. The pending pauses are read once per version, whatever the viewers."""
-        if self._pending[0] != self.version:
-            everyone = pending_for(self.store, EVERYONE, self.clock(), limit=LIVE_LIMIT)
-            self._pending = (self.version, everyone)
-        return sorted(v.token_id for v in self._pending[1] if viewer.may_answer(v.scope_hash))
+    def changes(self, since: int) -> list[Change] | None:
+        """The projection's changes from ``since`` on (:meth:`Store.changes`), read once per
+        version and position, however many live streams ask."""
+        version, at, found = self._changes
+        if version != self.version or at != since:
+            found = self.store.changes(since)
+            self._changes = (self.version, since, found)
+        return found
 
     def answered_here(self, token_id: str) -> str | None:
         """The answer id this inbox sent for ``token_id`` and still stands by, if any."""
@@ -308,3 +313,162 @@ class InboxService:
             if reason not in _FINAL and self._by_token.get(sent.token_id) == answer_id:
                 del self._by_token[sent.token_id]  # another try may succeed
         return sent.words
+
+
+class LiveSource(Protocol):
+    """What a :class:`LiveList` reads: an :class:`InboxService` (or anything that reads a store
+    the same way, as the bench's)."""
+
+    clock: Callable[[], datetime]
+
+    @property
+    def store(self) -> Store: ...
+
+    def changes(self, since: int) -> list[Change] | None: ...
+
+    def pause(self, viewer: Viewer, token_id: str) -> PauseView | None: ...
+
+
+class LiveList:
+    """What one live stream follows: a page of the list (its filters, from its cursor) or one
+    pause (``token``), for the viewer who opened it.
+
+    :meth:`start` is the page's first snapshot (the ids it shows, as the list shows them); each
+    :meth:`step` then reads the projection's changes feed from where the stream stands and says
+    what moved for this viewer -- the ids added and removed that the viewer may answer and the
+    filters take -- rather than the page again; a window that closed without a record yet (the
+    owner has not expired it) is removed too. When the feed no longer holds where the stream
+    stands (it fell behind, or the projection was rebuilt), :meth:`step` is a fresh snapshot.
+    """
+
+    def __init__(
+        self,
+        service: LiveSource,
+        *,
+        interaction: str = "",
+        thread: str = "",
+        after: str | None = None,
+        token: str | None = None,
+        limit: int = LIST_LIMIT,
+    ) -> None:
+        self.service = service
+        self.interaction, self.thread = interaction, thread.strip().lower()
+        self.after, self.token, self.limit = after, token, limit
+        self._low = page_bound(after) if after else None  # ValueError: not a cursor
+        self._high: tuple[int, str] | None = None
+        self.feed = 0
+        self.seen_ms = 0
+
+    @property
+    def event_id(self) -> str:
+        """Where the stream stands: the feed's next number and the time its windows were read
+        to (what a page's reconnect sends back as ``Last-Event-ID``)."""
+        return f"{self.feed}.{self.seen_ms}"
+
+    def _now_ms(self) -> int:
+        return int(self.service.clock().timestamp() * 1000)
+
+    def wire(self, said: tuple[str, dict[str, Any]]) -> str:
+        """An event as the stream sends it: its name, where the stream stands, its data."""
+        name, data = said
+        return f"event: {name}\nid: {self.event_id}\ndata: {json.dumps(data)}\n\n"
+
+    def start(self, viewer: Viewer, last_event_id: str = "") -> tuple[str, dict[str, Any]] | None:
+        """The first event: the snapshot, or nothing when ``last_event_id`` (a reconnect) says
+        where the stream stood and the feed still holds it -- the page has its rows."""
+        found = _EVENT_ID.fullmatch(last_event_id)
+        if found is not None:
+            feed, seen = int(found[1]), int(found[2])
+            recent = 0 <= self._now_ms() - seen <= RESUME_MS
+            if recent and self.service.changes(feed) is not None:
+                self._read_page(viewer)  # the page's bounds, as its snapshot had them
+                self.feed, self.seen_ms = feed, seen
+                return None
+        return "snapshot", self.snapshot(viewer)
+
+    def _read_page(self, viewer: Viewer) -> tuple[list[str], str | None]:
+        service = self.service
+        if self.token is not None:
+            view = service.pause(viewer, self.token)
+            return ([self.token] if view is not None and view.status == PENDING else []), None
+        page = list_page(
+            service.store,
+            viewer,
+            service.clock(),
+            interaction=self.interaction or None,
+            thread=self.thread or None,
+            after=self.after,
+            limit=self.limit,
+        )
+        self._high = page_bound(page.next) if page.next else None
+        return [v.token_id for v in page.rows], page.next
+
+    def snapshot(self, viewer: Viewer) -> dict[str, Any]:
+        """The page as it stands: ``{"feed", "ids", "next"}`` (``next``: the cursor of the next
+        page, ``None`` when none waits past it)."""
+        self.feed = self.service.store.changes_next()  # first: a change meanwhile is replayed
+        self.seen_ms = self._now_ms()
+        ids, after = self._read_page(viewer)
+        return {"feed": self.feed, "ids": sorted(ids), "next": after}
+
+    def step(self, viewer: Viewer) -> tuple[str, dict[str, Any]] | None:
+        """What moved since the last event: ``("diff", {"feed", "added", "removed"})``, ``None``
+        when nothing did for this viewer, or ``("resync", <a snapshot>)`` when the feed no
+        longer holds where the stream stood."""
+        changes = self.service.changes(self.feed)
+        if changes is None:
+            return "resync", self.snapshot(viewer)
+        now_ms = self._now_ms()
+        added: dict[str, None] = {}
+        removed: dict[str, None] = {}
+        for change in changes:
+            if not self._takes(viewer, change.token_id, change.scope, change.interaction,
+                               change.thread_id):  # fmt: skip
+                continue
+            if change.kind == "added":
+                if self._on_page(change.token_id, now_ms):
+                    removed.pop(change.token_id, None)
+                    added[change.token_id] = None
+            elif change.token_id in added:
+                del added[change.token_id]  # came and went in one batch: nothing to show
+            else:
+                removed[change.token_id] = None
+        if now_ms > self.seen_ms:  # windows that closed with no record written yet
+            for closed in self.service.store.waiting_between(self.seen_ms, now_ms):
+                if self._takes(viewer, closed.token_id, closed.scope, closed.interaction,
+                               closed.thread_id):  # fmt: skip
+                    added.pop(closed.token_id, None)
+                    removed[closed.token_id] = None
+            self.seen_ms = now_ms
+        if changes:
+            self.feed = changes[-1].number + 1
+        if not added and not removed:
+            return None
+        return "diff", {"feed": self.feed, "added": sorted(added), "removed": sorted(removed)}
+
+    def _takes(
+        self, viewer: Viewer, token_id: str, scope: str, interaction: str, thread_id: str
+    ) -> bool:
+        """Whether a pause concerns this stream: the viewer may answer it and the filters
+        take it (one pause's stream: that pause alone)."""
+        if self.token is not None:
+            return token_id == self.token and viewer.may_answer(scope)
+        return (
+            viewer.may_answer(scope)
+            and (not self.interaction or interaction == self.interaction)
+            and (not self.thread or self.thread in thread_id.lower())
+        )
+
+    def _on_page(self, token_id: str, now_ms: int) -> bool:
+        """Whether a pause that entered the waiting index belongs on this page: still open,
+        and its deadline between the page's cursor and the page's end (a page that ended full
+        leaves a later one to the next page)."""
+        if self.token is not None:
+            return False  # one pause's stream follows that pause leaving, nothing else
+        info = self.service.store.pause_for_token(token_id)
+        if info is None or info.expires_at_ms <= now_ms:
+            return False
+        key = (info.expires_at_ms, token_id)
+        if self._low is not None and key <= self._low:
+            return False
+        return self._high is None or key <= self._high

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL
@@ -34,6 +34,9 @@ LIST_LIMIT: Final = 200
 PREVIEW_CHARS: Final = 80
 
 PENDING, ANSWERED, EXPIRED = "pending", "answered", "expired"
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +153,14 @@ class PauseView:
     @property
     def expires_at(self) -> datetime:
         return self.recorded.expires_at
+
+    @property
+    def order(self) -> str:
+        """Where the pause stands in a list (oldest first), as text that sorts the same: what
+        the page's script inserts a row that arrived live by."""
+        made = (self.paused_at - _EPOCH) // _MICROSECOND
+        created = (self.recorded.checkpoint.created_at - _EPOCH) // _MICROSECOND
+        return f"{made:020d}.{created:020d}.{self.token_id}"
 
     @property
     def messages(self) -> tuple[Mapping[str, Any], ...]:
@@ -281,19 +292,30 @@ def pause_view(store: Store, token_id: str, now: datetime) -> PauseView | None:
     return PauseView(recorded, status)
 
 
-def pending_for(
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """One page of the list: its rows, oldest first, and the cursor of the next page (``None``
+    when no more wait past it)."""
+
+    rows: list[PauseView]
+    next: str | None
+
+
+def list_page(
     store: Store,
     viewer: Viewer,
     now: datetime,
     *,
     interaction: str | None = None,
     thread: str | None = None,
+    after: str | None = None,
     limit: int = LIST_LIMIT,
-) -> list[PauseView]:
+) -> ListPage:
     """The pending pauses ``viewer`` may answer, narrowed by interaction and by a
     case-insensitive part of the thread id: one page of the store's waiting index (the
     viewer's scopes and the interaction sought to, the thread tested on the index's facts),
-    soonest deadline first, then shown oldest first -- never a walk over every pause."""
+    soonest deadline first from ``after`` (a page's :attr:`ListPage.next`), then shown oldest
+    first -- never a walk over every pause. ``ValueError`` for an ``after`` that is no cursor."""
     from turnlog.inbox.auth import ALL_SCOPES
 
     wanted = (thread or "").strip().lower()
@@ -302,6 +324,7 @@ def pending_for(
         scope=None if ALL_SCOPES in viewer.scopes else viewer.scopes,
         interaction=interaction or None,
         where=(lambda p: wanted in p.thread_id.lower()) if wanted else None,
+        after=after or None,
         limit=limit,
     )
     found = []
@@ -312,8 +335,21 @@ def pending_for(
         if interaction and view.interaction != interaction:
             continue
         found.append(view)
-    found.sort(key=lambda v: (v.paused_at, v.recorded.checkpoint.created_at, v.token_id))
-    return found
+    found.sort(key=lambda v: v.order)
+    return ListPage(found, page.next)
+
+
+def pending_for(
+    store: Store,
+    viewer: Viewer,
+    now: datetime,
+    *,
+    interaction: str | None = None,
+    thread: str | None = None,
+    limit: int = LIST_LIMIT,
+) -> list[PauseView]:
+    """The rows of the first :func:`list_page`."""
+    return list_page(store, viewer, now, interaction=interaction, thread=thread, limit=limit).rows
 
 
 def duration(delta: timedelta) -> str:

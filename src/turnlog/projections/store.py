@@ -58,6 +58,7 @@ __all__ = [
     "Store",
     "StoreLocked",
     "WaitingPause",
+    "page_bound",
 ]
 
 Mode = Literal["read-write", "read-only", "secondary"]
@@ -820,6 +821,12 @@ _CURSOR = b"\x01"
 
 def _cursor(key: bytes) -> str:
     return base64.urlsafe_b64encode(_CURSOR + key).decode().rstrip("=")
+
+
+def page_bound(cursor: str) -> tuple[int, str]:
+    """The deadline (ms) and token id a page cursor names: a page that ends at it holds the
+    pauses up to it, in that order (``ValueError`` naming why for anything but a cursor)."""
+    return layout.split_deadline_key(_uncursor(cursor))
 
 
 def _uncursor(cursor: str) -> bytes:

@@ -39,9 +39,15 @@ function countdowns() {
   window.setInterval(tick, 1000);
 }
 
-function liveIds(onIds) {
-  const source = new EventSource("/events");
-  source.addEventListener("pending", (e) => onIds(JSON.parse(e.data)));
+// The page's live stream: a snapshot of the ids the page shows ("snapshot", and "resync" when
+// the server could not follow from where the stream stood), then what moved ("diff": the ids
+// added and removed). `query` is the page's own (its filters and cursor, or one pause).
+function live(query, onSnapshot, onDiff) {
+  const source = new EventSource("/events" + query);
+  const snapshot = (e) => onSnapshot(JSON.parse(e.data));
+  source.addEventListener("snapshot", snapshot);
+  source.addEventListener("resync", snapshot);
+  source.addEventListener("diff", (e) => onDiff(JSON.parse(e.data)));
   // The session expired or was signed out (here or in another tab): the stream ends, and the
   // page says so instead of going quietly stale.
   source.addEventListener("signed-out", () => {
@@ -55,33 +61,84 @@ function liveIds(onIds) {
 
 function listPage() {
   const box = document.getElementById("rows");
+  const query = window.location.search;
+  // Ids the stream said arrived, fetched as rows a batch at a time (one fetch in flight).
+  const wanted = new Set();
+  // Ids that left while a fetch was in flight: its answer may still hold them.
+  const left = new Set();
   let busy = false;
-  liveIds(async (ids) => {
-    const list = box.querySelector(".pauses");
-    const shown = list ? list.dataset.ids.split(" ").filter(Boolean) : [];
-    const wanted = new Set(ids);
-    // A row whose pause left (answered, expired, forgotten) goes at once.
-    for (const row of box.querySelectorAll("li.pause")) {
-      if (!wanted.has(row.dataset.token)) row.remove();
+
+  function shownRows() {
+    return box.querySelectorAll("ul.pauses > li.pause");
+  }
+
+  function recount() {
+    const count = shownRows().length;
+    const status = document.getElementById("list-status");
+    if (status) status.textContent = `${count} waiting` + (status.dataset.more ? " on this page" : "");
+    const empty = box.querySelector("p.empty");
+    if (empty) empty.hidden = count > 0;
+  }
+
+  function remove(ids) {
+    for (const id of ids) {
+      wanted.delete(id);
+      if (busy) left.add(id);
+      const row = box.querySelector(`li.pause[data-token="${CSS.escape(id)}"]`);
+      if (row) row.remove();
     }
-    const same = shown.length === ids.length && shown.every((id) => wanted.has(id));
-    if (same || busy) return;
+    recount();
+  }
+
+  // Each new row goes where the list's order puts it (oldest first, as the server sorts).
+  function insert(row) {
+    const list = box.querySelector("ul.pauses");
+    if (!list || box.querySelector(`li.pause[data-token="${CSS.escape(row.dataset.token)}"]`)) return;
+    const later = Array.from(shownRows()).find((li) => li.dataset.order > row.dataset.order);
+    list.insertBefore(row, later || null);
+  }
+
+  async function fetchAdded() {
+    if (busy || !wanted.size) return;
     busy = true;
     try {
-      const page = await fetch("/rows" + window.location.search, { credentials: "same-origin" });
-      if (page.ok) {
-        const focused = document.activeElement && document.activeElement.closest("li.pause");
-        const token = focused ? focused.dataset.token : null;
-        box.innerHTML = await page.text();
-        if (token) {
-          const again = box.querySelector(`li.pause[data-token="${CSS.escape(token)}"] a.open`);
-          if (again) again.focus();
+      while (wanted.size) {
+        const ids = Array.from(wanted).slice(0, 100); // the rest in the next round
+        for (const id of ids) wanted.delete(id);
+        const params = new URLSearchParams(query);
+        for (const id of ids) params.append("token", id);
+        const page = await fetch("/rows?" + params.toString(), { credentials: "same-origin" });
+        if (!page.ok) return;
+        const template = document.createElement("template");
+        template.innerHTML = await page.text();
+        for (const row of template.content.querySelectorAll("li.pause")) {
+          if (!left.has(row.dataset.token)) insert(row);
         }
+        recount();
       }
     } finally {
       busy = false;
+      left.clear();
     }
-  });
+  }
+
+  live(
+    query,
+    (snap) => {
+      // The page as the server has it now: rows that left go, rows it lacks are fetched.
+      const ids = new Set(snap.ids);
+      const gone = Array.from(shownRows(), (row) => row.dataset.token).filter((id) => !ids.has(id));
+      remove(gone);
+      const shown = new Set(Array.from(shownRows(), (row) => row.dataset.token));
+      for (const id of snap.ids) if (!shown.has(id)) wanted.add(id);
+      fetchAdded();
+    },
+    (diff) => {
+      remove(diff.removed);
+      for (const id of diff.added) wanted.add(id);
+      fetchAdded();
+    },
+  );
 }
 
 function detailPage() {
@@ -115,8 +172,9 @@ function detailPage() {
     say(status, words);
   }
 
-  liveIds(async (ids) => {
-    if (mine || ids.includes(token)) return;
+  // This pause's own stream: it says when the pause left (answered, expired, forgotten).
+  async function check() {
+    if (mine) return;
     const r = await fetch(`/pause/${encodeURIComponent(token)}/state`, {
       headers: { Accept: "application/json" },
       credentials: "same-origin",
@@ -126,7 +184,16 @@ function detailPage() {
     if (state.status !== "pending") {
       close(state.status === "answered" ? "Already answered (elsewhere)" : state.words);
     }
-  });
+  }
+  live(
+    "?token=" + encodeURIComponent(token),
+    (snap) => {
+      if (!snap.ids.includes(token)) check();
+    },
+    (diff) => {
+      if (diff.removed.includes(token)) check();
+    },
+  );
 
   async function follow(answerId) {
     for (;;) {
