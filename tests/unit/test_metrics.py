@@ -25,6 +25,8 @@ EXPECTED = {
     "turnlog_worker_owned_partitions": ("gauge", set()),
     "turnlog_worker_consumer_lag": ("gauge", {"partition"}),
     "turnlog_worker_restored_records": ("counter", set()),
+    "turnlog_worker_standby_partitions": ("gauge", set()),
+    "turnlog_worker_standby_records": ("counter", set()),
     "turnlog_worker_restore_duration_seconds": ("histogram", set()),
     "turnlog_worker_expired_pauses": ("counter", set()),
     "turnlog_worker_broker_outages": ("counter", set()),

@@ -11,6 +11,11 @@ The inbox holds no pause token (the store does not keep them); it signs the paus
 from the recorded pause -- the same claims, the same token id and window -- with the
 deployment's signing key, on the server, so a token never reaches a browser. The axes are the
 pause's own (:meth:`Axes.of_pause`), never anything a form says.
+
+It is one module on purpose: a live stream's list (:class:`LiveList`) reads what the service
+follows -- the store, its changes feed, the clock and the catch-up's version -- through the
+small :class:`LiveSource` the service offers, and the two change together whenever what a
+stream sends changes.
 """
 
 from __future__ import annotations
