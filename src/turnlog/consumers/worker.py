@@ -921,9 +921,10 @@ class ResumeWorker(Lifecycle):
         due: dict[int, list[PauseRecorded]] = {}
         # Not below the retirement line: such a pause's row may be retired already.
         # Owned partitions only, decided before a pause is read (standby copies wait here too).
-        owned = self._owners.__contains__
         for pause in self._applier.expired(
-            now, self._retire_line(now), keep=lambda thread: owned(self._partition_of(thread))
+            now,
+            self._retire_line(now),
+            keep=lambda thread: self._partition_of(thread) in self._owners,
         ):
             due.setdefault(self._partition_of(pause.checkpoint.thread_id), []).append(pause)
         for p, pauses in due.items():
