@@ -29,6 +29,7 @@ SCENARIOS = (
     "failover",
     "memory",
     "scale",
+    "ledger",
 )
 
 #: (full, --quick) defaults of the size options.
@@ -41,6 +42,7 @@ SIZES = {
     "memory_small": (10_000, 1_000),
     "memory_large": (100_000, 5_000),
     "codec_iterations": (2_000, 300),
+    "ledger_n": (1_000_000, 5_000),
 }
 
 #: (full, --quick) defaults of the options that list numbers.
@@ -81,6 +83,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--memory-large", type=int, help="memory: second mark (100k / 5k)")
     parser.add_argument("--codec-iterations", type=int, help="codec: round trips per run")
     parser.add_argument(
+        "--ledger-n", type=int, help="ledger: spent tokens whose windows closed (1M / 5k)"
+    )
+    parser.add_argument(
         "--scale-sizes",
         help="scale: pending pauses per size, comma-separated (10000,100000,1000000 / 1000,5000)",
     )
@@ -103,6 +108,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--scaleout-partitions", type=int, default=24, help="scale out: partitions (24)"
+    )
+    parser.add_argument(
+        "--replication-factor",
+        type=int,
+        default=1,
+        help="scale out: the topics' replication factor (1; 3 on the three-node cluster, "
+        "kafka.sh start3, with min.insync.replicas 2)",
     )
     parser.add_argument("--messages", type=int, default=20, help="messages per checkpoint (20)")
     parser.add_argument("--partitions", type=int, default=6, help="partitions per topic (6)")

@@ -77,8 +77,10 @@ def make_deployment(
     partitions: int = 6,
     commit_interval_ms: int = 100,
     state_dir: Path | None = None,
+    replication_factor: int = 1,
 ) -> Deployment:
-    """Settings, a fresh Ed25519 key and the topic set of one benchmark deployment."""
+    """Settings, a fresh Ed25519 key and the topic set of one benchmark deployment (on a
+    cluster, ``replication_factor`` 3 makes the topics as production does: min.insync 2)."""
     settings = Settings(
         bootstrap_servers=bootstrap,
         topic_prefix=prefix,
@@ -86,6 +88,8 @@ def make_deployment(
         state_dir=state_dir or Path(".turnlog/bench-unused"),
         partitions=partitions,
         commit_interval_ms=commit_interval_ms,
+        replication_factor=replication_factor,
+        min_insync_replicas=min(2, replication_factor),
         **wire_options(),  # type: ignore[arg-type]
     )
     private_pem, _ = generate_ed25519(KID)

@@ -145,6 +145,8 @@ async def run_turnlog(config: dict[str, Any]) -> None:
         commit_interval_ms=config["commit_interval_ms"],
         **wire_options(),  # type: ignore[arg-type]
     )
+    if "ledger_keep_seconds" in config:
+        settings = settings.with_(ledger_keep_seconds=config["ledger_keep_seconds"])
     keyring = Keyring.ed25519(config["kid"], config["private_pem"])
     verifier = TokenVerifier(
         keyring,
@@ -175,6 +177,7 @@ async def run_turnlog(config: dict[str, Any]) -> None:
     owned = False
     owns = 0
     current = False
+    retiring: int = config.get("expect_retired", 0)
     try:
         while not task.done():
             await asyncio.sleep(POLL)
@@ -190,6 +193,10 @@ async def run_turnlog(config: dict[str, Any]) -> None:
                 emit("owned", restored=worker.stats.restored_records, **memory_kb())
                 profiling.start()
             stats = worker.stats
+            if retiring and stats.retired >= retiring:
+                retiring = 0  # said once: the ledger scenario's count of retired rows
+                emit("retired", count=stats.retired, **memory_kb())
+                worker.request_stop()
             if progress.update(stats.resumed + stats.rejected + stats.duplicates):
                 profiling.stop()
                 worker.request_stop()

@@ -68,6 +68,7 @@ async def run(ctx: Context) -> list[Row]:
                     f"workers {cpu['workers_pct']:.0f}, harness {cpu['harness_pct']:.0f}"
                 )
     one = counts[0]
+    rf = f", replication factor {opts.replication_factor}" if opts.replication_factor > 1 else ""
 
     def cpu_note(workers: int) -> str:
         mine = [r["cpu"] for r in runs if r["workers"] == workers]
@@ -85,7 +86,7 @@ async def run(ctx: Context) -> list[Row]:
     rows = [
         Row(
             scenario="scale out",
-            metric=f"answers/s, {workers} worker processes, {partitions} partitions",
+            metric=f"answers/s, {workers} worker processes, {partitions} partitions{rf}",
             unit="/s",
             samples=rates[workers],
             baseline_samples=rates[one],
@@ -109,7 +110,11 @@ async def _measure(
 ) -> dict[str, Any]:
     opts = ctx.options
     dep = make_deployment(
-        ctx.bootstrap, prefix, partitions=partitions, commit_interval_ms=opts.commit_interval_ms
+        ctx.bootstrap,
+        prefix,
+        partitions=partitions,
+        commit_interval_ms=opts.commit_interval_ms,
+        replication_factor=opts.replication_factor,
     )
     await create_topics(dep)
     answers = await preload(dep, n, messages=opts.messages)
