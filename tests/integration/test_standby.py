@@ -162,3 +162,51 @@ async def test_a_standby_takes_over_a_killed_owner_from_its_warm_copy(
         p for p in first if partition_for(p.pause.checkpoint.thread_id, PARTITIONS) in victim
     ]
     assert on_victim
+
+
+async def test_a_group_with_a_worker_without_standby_is_placed_round_robin_and_says_so(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """The coordinator picks a protocol every member offers, and only workers with ``--standby``
+    offer the standby placement: a group mixing both is placed round-robin, keeps no copies,
+    and the worker that asked for them says why at its assignment. Answers resume as ever."""
+    dep, keys = keyed_deployment(
+        bootstrap, names.prefix, names.app, tmp_path, partitions=PARTITIONS
+    )
+    pauses = await record_pauses(dep, 40, "mixed")
+    options = common_options(
+        bootstrap, dep.settings.topic_prefix, dep.settings.application_id, keys, PARTITIONS
+    )
+
+    def start(name: str, *extra: str) -> Proc:
+        return spawn(
+            "worker",
+            tmp_path / f"{name}.log",
+            *options,
+            *extra,
+            *("--session-timeout-ms", "6000", "--state", str(tmp_path / name)),
+        )
+
+    keeper, plain = start("keeper", "--standby", "1"), start("plain")
+    try:
+
+        async def split() -> bool:
+            owned = [_owned(keeper), _owned(plain)]
+            return all(owned) and sorted(owned[0] | owned[1]) == list(range(PARTITIONS))
+
+        await eventually(split, timeout=90, interval=0.2)
+        async with AnswerPublisher(dep.settings, dep.verifier) as publisher:
+            await _answer(publisher, pauses, "mixed")
+        await wait_until_consumed(bootstrap, names.app, dep.topics.answers, timeout=120)
+        assert await keeper.terminate() == 0, keeper.tail()
+        assert await plain.terminate() == 0, plain.tail()
+    finally:
+        for proc in (keeper, plain):
+            if proc.alive():
+                proc.kill()
+
+    said = keeper.text()
+    assert "asked for 1 standby copies, but the group placed its partitions round-robin" in said
+    assert not _CURRENT.findall(said)  # no copy was kept
+    resumed = of_type(await committed_events(bootstrap, dep.topics.resumed), TurnResumed)
+    assert Counter(t.token_id for t in resumed) == Counter(p.token_id for p in pauses)
