@@ -46,7 +46,12 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-from aiokafka.errors import IllegalStateError, KafkaError, ProducerFenced
+from aiokafka.errors import (
+    IllegalStateError,
+    InconsistentGroupProtocolError,
+    KafkaError,
+    ProducerFenced,
+)
 from prometheus_client import CollectorRegistry
 
 from turnlog.clock import utc_now
@@ -58,7 +63,7 @@ from turnlog.consumers.screening import derived_event_id
 from turnlog.contracts.events import PauseExpired, PauseRecorded, TokenConsumed
 from turnlog.contracts.interactions import InteractionRegistry
 from turnlog.contracts.ledger import LedgerEntry, Outcome, retire_before_ms
-from turnlog.errors import BrokerUnavailable, StoreError
+from turnlog.errors import BrokerUnavailable, ConfigurationError, StoreError
 from turnlog.kafka import clients
 from turnlog.kafka.lifecycle import Lifecycle
 from turnlog.kafka.partitioning import consumption_key, partition_for
@@ -136,21 +141,29 @@ class _Prepared:
 
 
 def _strategies(standbys: int, standby_assignor: type) -> tuple[type, ...]:
-    """The group protocols a worker offers, in its order of preference.
+    """The one group protocol a worker offers: the standby placement if it keeps standby
+    copies, round-robin if not (as every build before the standby copies).
 
-    A worker that keeps standby copies offers the standby placement first (owners stay put,
-    partitions go to their warm copies) and round-robin second, for a group that still has a
-    member without standbys or of an older build: the coordinator picks a protocol every member
-    offers. A worker without standbys offers round-robin alone. With the standby placement
-    offered by every worker, a group of three static members under SIGKILLs and a rolling
-    restart of three brokers left partitions unowned for 25-70 s at a time (its first owners
-    26 s after the workers started, against 2 s with round-robin), and the rolling-restart chaos
-    test timed out draining; with round-robin it passes in 50 s. Why the placement's joins
-    stall there is not known yet; a group whose every worker asks for standbys still uses it.
+    One, not both in order of preference: aiokafka 0.14 sends a JoinGroup per assignor offered
+    (the first with the first protocol, the next with the first two, ...; aio-libs/aiokafka
+    pull request 1168), so each join of a worker offering two protocols was two joins, the
+    second one changing the member's protocols while the group completed its rebalance. With
+    both offered by every worker, a group of three static members under SIGKILLs and a rolling
+    restart of three brokers left partitions unowned for 25-70 s at a time (its first owners 26
+    s after the workers started, against 2 s with one protocol), and the rolling-restart chaos
+    test timed out draining. The price: a group whose workers disagree (some with
+    ``--standby``, some without, or an older build) cannot form; the worker that joins a group
+    of the other kind is refused at its join, by name (:data:`_MIXED_GROUP`).
     """
     if standbys:
-        return (standby_assignor, RoundRobinPartitionAssignor)
+        return (standby_assignor,)
     return (RoundRobinPartitionAssignor,)
+
+
+_MIXED_GROUP = (
+    "the worker group {group} places its partitions another way than this worker: {why}, or "
+    "runs an older build; start every worker of a group either with --standby or without it"
+)
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -292,8 +305,6 @@ class ResumeWorker(Lifecycle):
         #: Owned before the rebalance under way (the eager protocol revokes all first): told to
         #: the group's leader at the join, so the partitions come back here.
         self._previous: frozenset[int] = frozenset()
-        #: The last assignment came from the standby placement (told before the listener).
-        self._placed = False
         self._applier = StoreApplier(store, self.topics, messages_hints=True)
         self._partitions = settings.partitions
         self._handler = self._make_handler()
@@ -356,7 +367,6 @@ class ResumeWorker(Lifecycle):
 
     def _on_standby(self, standby: Mapping[str, frozenset[int]]) -> None:
         """The assignment's standby partitions (before the partitions-assigned listener)."""
-        self._placed = True
         self._previous = frozenset()
         self._standby_before = self._standby
         self._standby = (
@@ -419,6 +429,8 @@ class ResumeWorker(Lifecycle):
                 while not self._stopping.is_set():
                     try:
                         await self._round()
+                    except InconsistentGroupProtocolError as exc:
+                        raise ConfigurationError(self._mixed_group()) from exc
                     except _BROKER_TROUBLE as exc:
                         self._outage_began(outage.down)
                         await self._pause_for(outage.failed(exc))
@@ -434,6 +446,14 @@ class ResumeWorker(Lifecycle):
                         await task
         finally:
             await self.stop()
+
+    def _mixed_group(self) -> str:
+        why = (
+            "this worker keeps standby copies (--standby) and the group's workers do not"
+            if self.standbys
+            else "the group's workers keep standby copies (--standby) and this worker does not"
+        )
+        return _MIXED_GROUP.format(group=self.group_id, why=why)
 
     async def _round(self) -> None:
         batch = await self._consumer.getmany(timeout_ms=self.settings.commit_interval_ms)
@@ -538,13 +558,6 @@ class ResumeWorker(Lifecycle):
     # -- ownership -------------------------------------------------------------------------
 
     async def _acquire(self, partitions: list[int]) -> None:
-        if self.standbys and not self._placed:
-            log.warning(
-                "asked for %d standby copies, but the group placed its partitions round-robin "
-                "(a member runs without --standby, or an older build): no copies kept here",
-                self.standbys,
-            )
-        self._placed = False
         async with self._lock:
             self._joined = True
             self._assigned.update(partitions)
