@@ -164,25 +164,30 @@ async def run(ctx: Context) -> list[Row]:
         f"retired in {found['seconds']:.1f}s ({n / found['seconds']:,.0f} rows/s); the cleaner "
         f"ran with bench-only overrides ({overrides})"
     )
-    return [
-        Row(
+
+    def on_topic(metric: str, value: int, **more: Any) -> Row:
+        """A row of the topic's bytes beside today's (before the retirement)."""
+        return Row(
             scenario="ledger",
-            metric=f"consumptions .log bytes, {n:,} rows retired, once the cleaner settled",
+            metric=metric,
             unit="B",
-            samples=[float(first)],
+            samples=[float(value)],
             baseline_samples=[float(before)],
             baseline_name="the same topic before retirement (today)",
+            **more,
+        )
+
+    return [
+        on_topic(
+            f"consumptions .log bytes, {n:,} rows retired, once the cleaner settled",
+            first,
             notes="a retired row is a key-only tombstone until delete.retention.ms (0 here, a "
             "day by default) has passed and the cleaner passes over its segment again: the "
             "passes made while the retirement ran have dropped the earlier ones",
         ),
-        Row(
-            scenario="ledger",
-            metric=f"consumptions .log bytes after {n:,} spent tokens' windows closed",
-            unit="B",
-            samples=[float(after)],
-            baseline_samples=[float(before)],
-            baseline_name="the same topic before retirement (today)",
+        on_topic(
+            f"consumptions .log bytes after {n:,} spent tokens' windows closed",
+            after,
             target="≤0.05x",
             check=lambda value, ratio: ratio is not None and ratio <= 0.05,
             notes=notes,
