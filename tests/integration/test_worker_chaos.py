@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,8 @@ from tests.integration.worker_support import (
     wait_owned,
 )
 from tests.kafka_helpers import read_to_end, wait_until_consumed
+from turnlog.audit import Violation
+from turnlog.audit.invariant import Kind
 from turnlog.consumers.ownership import PartitionOwner
 from turnlog.consumers.worker import ResumeWorker
 from turnlog.contracts.events import AnswerRejected, TokenConsumed, TurnResumed
@@ -303,14 +307,129 @@ def test_the_count_catches_an_output_written_twice_or_missing() -> None:
     assert check_outputs(expected, no_expiry) == ["PauseExpired: 1 missing, e.g. ['gone']"]
 
 
-def _assert_chaos(result: ChaosResult, config: ChaosConfig) -> None:
+#: What a record written twice looks like to the audit: the same row, twice.
+_COPIES = {"token_consumed_twice", "resumed_twice", "refused_twice"}
+#: The broker's transaction marker channel dropping a transaction's markers (KAFKA-20734).
+_SKIP = re.compile(
+    r"Couldn't find leader endpoint for partitions .* while trying to send transaction markers "
+    r"for (\S+)\.resume\.(\S+)answers\.(\d+), these partitions are likely deleted"
+)
+
+
+def skipped_by_the_broker(log: Path, app: str, prefix: str) -> frozenset[int]:
+    """The answers partitions whose worker's transaction markers the broker's log says it
+    skipped (KAFKA-20734, docs/guarantees.md): a lone broker's controlled shutdown with a
+    transaction ending. A skipped abort followed by the producer id's next commit makes the
+    fenced zombie's records visible: copies of rows its successor writes too."""
+    if not log.exists():
+        return frozenset()
+    return frozenset(
+        int(m.group(3))
+        for m in _SKIP.finditer(log.read_text(errors="replace"))
+        if m.group(1) == app and m.group(2) == prefix
+    )
+
+
+def _a_copy(v: Violation, skipped: frozenset[int]) -> bool:
+    """A violation that is one row written twice, on a partition whose markers the broker
+    skipped: the same answer and outcome, and for a turn or a refusal the same event id."""
+    if v.kind.value not in _COPIES or v.partition not in skipped:
+        return False
+    ids = v.ids
+    if v.kind.value == "token_consumed_twice":
+        return len(set(ids["answer_ids"])) == 1 and len(set(ids["outcomes"])) == 1
+    return ids.get("same_event") is True
+
+
+def _one_of_each(outputs: Outputs, copies: list[Violation]) -> Outputs:
+    """``outputs`` with the copies the broker's skipped markers made counted once."""
+    tokens = {v.ids["token_id"] for v in copies if "token_id" in v.ids}
+    answers = {v.ids["answer_id"] for v in copies if "answer_id" in v.ids}
+
+    def once(counts: Counter[Any], keep: Callable[[Any], bool]) -> Counter[Any]:
+        return Counter({k: (1 if keep(k) else n) for k, n in counts.items()})
+
+    return dataclasses.replace(
+        outputs,
+        consumed=once(outputs.consumed, lambda k: k[0] in tokens),
+        resumed=once(outputs.resumed, lambda k: k[0] in tokens),
+        rejections=once(outputs.rejections, lambda k: k[0] in answers),
+    )
+
+
+def test_only_copies_of_one_row_where_the_broker_skipped_markers_are_let_through(
+    tmp_path: Path,
+) -> None:
+    """The outage test's allowance for KAFKA-20734, held to its bounds without a broker: the
+    broker's own skip line names the partition, the row must be one row twice, and nothing
+    else -- a lost resume, a copy elsewhere, two different answers -- is let through."""
+    prefix, app = "t1cb46b45d2.", "app1cb46b45d2"
+    log = tmp_path / "server.log"
+    log.write_text(
+        "[2026-12-04 18:27:44,166] INFO [Transaction Marker Channel Manager 1]: Couldn't find "
+        f"leader endpoint for partitions Set({prefix}resumed-5, {prefix}consumptions-5, "
+        "__consumer_offsets-4) while trying to send transaction markers for "
+        f"{app}.resume.{prefix}answers.5, these partitions are likely deleted already and hence "
+        "can be skipped (kafka.coordinator.transaction.TransactionMarkerChannelManager)\n"
+        "[2026-12-04 18:27:44,171] INFO [Transaction Marker Channel Manager 1]: Couldn't find "
+        "leader endpoint for partitions Set(other.resumed-2) while trying to send transaction "
+        "markers for other.resume.other.answers.2, these partitions are likely deleted already "
+        "and hence can be skipped\n"
+    )
+
+    skipped = skipped_by_the_broker(log, app, prefix)
+    assert skipped == {5}  # another deployment's skip line names none of ours
+    assert skipped_by_the_broker(tmp_path / "absent.log", app, prefix) == frozenset()
+
+    def spent(p: int, answers: list[str]) -> Violation:
+        ids = {"token_id": "tok", "answer_ids": answers, "outcomes": ["resumed"] * len(answers)}
+        return Violation(Kind.TOKEN_CONSUMED_TWICE, p, "token consumed 2 times", ids)
+
+    def turned(p: int, same: bool) -> Violation:
+        ids = {"token_id": "tok", "answer_ids": ["a", "a"], "same_event": same}
+        return Violation(Kind.RESUMED_TWICE, p, "2 resumed turns for one token", ids)
+
+    assert _a_copy(spent(5, ["a", "a"]), skipped)
+    assert _a_copy(turned(5, True), skipped)
+    assert not _a_copy(spent(2, ["a", "a"]), skipped)  # no skip line for that partition
+    assert not _a_copy(spent(5, ["a", "b"]), skipped)  # two answers spent one token
+    assert not _a_copy(turned(5, False), skipped)  # two different turns
+    lost = Violation(Kind.CONSUMED_WITHOUT_RESUME, 5, "spent, never resumed", {"token_id": "t"})
+    assert not _a_copy(lost, skipped)
+    outputs = Outputs(
+        consumed=Counter({("tok", "a", "resumed"): 2, ("x", "b", "resumed"): 2}),
+        resumed=Counter({("tok", "a"): 2}),
+        expired=Counter(),
+        rejections=Counter(),
+    )
+    once = _one_of_each(outputs, [spent(5, ["a", "a"]), turned(5, True)])
+    assert once.consumed == Counter({("tok", "a", "resumed"): 1, ("x", "b", "resumed"): 2})
+    assert once.resumed == Counter({("tok", "a"): 1})
+
+
+def _assert_chaos(
+    result: ChaosResult, config: ChaosConfig, *, skipped: frozenset[int] = frozenset()
+) -> None:
     # Two judges: turnlog audit (from the log alone, after asking the owners to heal what it
-    # found) and the exact count against the answers log. Nothing may be left for either.
+    # found) and the exact count against the answers log. Nothing may be left for either --
+    # but copies of one row on a partition whose markers the broker's log says it skipped
+    # (``skipped``, KAFKA-20734): no client can keep those out, the audit names them, and a
+    # reader keyed on the row (or on its event id) reads them once.
     audit = result.audit
     assert audit is not None
-    assert audit.left == [], "\n".join([v.line() for v in audit.left] + [result.summary()])
+    copies = [v for v in audit.left if _a_copy(v, skipped)]
+    left = [v for v in audit.left if v not in copies]
+    assert left == [], "\n".join([v.line() for v in left] + [result.summary()])
+    outputs = result.outputs
+    if copies:
+        print(
+            f"KAFKA-20734: the broker skipped transaction markers on answers partitions "
+            f"{sorted(skipped)}; turnlog audit found {len(copies)} row(s) written twice there, "
+            "each the same row: " + "; ".join(v.line() for v in copies[:3])
+        )
+        outputs = _one_of_each(outputs, copies)
     assert audit.answers_judged >= config.answered + config.competing
-    problems = check_outputs(result.expected, result.outputs)
+    problems = check_outputs(result.expected, outputs)
     assert problems == [], "\n".join(
         [
             *problems,
@@ -378,7 +497,8 @@ async def test_the_chaos_lives_through_a_broker_stopped_for_20_seconds(
     )
     result = await Chaos(bootstrap, dep, keys, tmp_path, config).run()
     print(f"\nchaos with a broker outage: {result.summary()}")
-    _assert_chaos(result, config)
+    skipped = skipped_by_the_broker(own_broker.log_path, names.app, names.prefix)
+    _assert_chaos(result, config, skipped=skipped)
     assert result.outage is not None
     went, back = result.outage
     assert back - went >= 20
