@@ -281,6 +281,18 @@ async def delete_topics(bootstrap: str, prefix: str) -> list[str]:
         await admin.close()
 
 
+def dir_bytes(path: Path) -> int:
+    """The bytes of every file below ``path`` (a store's RocksDB directory)."""
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
+
+
+def log_bytes(log_dir: Path, topics: Iterable[str], partitions: int) -> int:
+    """The ``.log`` segments of ``topics``' partitions in a broker's log directory (index
+    files are preallocated, so they are left out)."""
+    folders = (log_dir / f"{topic}-{p}" for topic in topics for p in range(partitions))
+    return sum(f.stat().st_size for folder in folders for f in folder.glob("*.log"))
+
+
 @asynccontextmanager
 async def scenario_topics(bootstrap: str, prefixes: list[str]) -> AsyncIterator[list[str]]:
     """Yield a list the scenario appends its prefixes to; their topics go when it ends."""

@@ -46,6 +46,8 @@ from bench.common import (
     Deployment,
     Out,
     create_topics,
+    dir_bytes,
+    log_bytes,
     make_deployment,
     pause_for,
     produce,
@@ -142,7 +144,7 @@ async def run(ctx: Context) -> list[Row]:
         await produce(ctx.bootstrap, dep.topics.consumptions, spent.records(n), transactional=False)
         ctx.log(f"ledger: {n:,} pauses and spent tokens written in {watch.seconds:.1f}s")
         log_dir, topic = opts.broker_log_dir, dep.topics.consumptions
-        before = _log_bytes(log_dir, topic)
+        before = log_bytes(log_dir, [topic], PARTITIONS)
         found = await _retire(ctx, dep, n)
         await _roll(dep, PARTITIONS)
         first, waited = await _cleaned(log_dir, topic, before)
@@ -230,11 +232,11 @@ async def _retire(ctx: Context, dep: Deployment, n: int) -> dict[str, Any]:
         await proc.start()
         try:
             owned = await proc.wait_event("owned", 1800)
-            store_before = _dir_bytes(state)
+            store_before = dir_bytes(state)
             retired = await proc.wait_event("retired", 3600)
         finally:
             await proc.stop()
-        store_after = _dir_bytes(state)
+        store_after = dir_bytes(state)
     return {
         "seconds": retired["t"] - owned["t"],
         "restored": owned.get("restored"),
@@ -261,25 +263,12 @@ async def _cleaned(log_dir: Path, topic: str, before: int) -> tuple[int, float]:
     """The topic's ``.log`` bytes once the cleaner has had its turn: polled until they are
     below ``before`` and stop shrinking for ``STABLE_S``, or ``CLEANER_WAIT_S``."""
     began = time.monotonic()
-    last, since = _log_bytes(log_dir, topic), time.monotonic()
+    last, since = log_bytes(log_dir, [topic], PARTITIONS), time.monotonic()
     while time.monotonic() - began < CLEANER_WAIT_S:
         await asyncio.sleep(2.0)
-        now = _log_bytes(log_dir, topic)
+        now = log_bytes(log_dir, [topic], PARTITIONS)
         if now < last:
             last, since = now, time.monotonic()
         elif last < before and time.monotonic() - since > STABLE_S:
             break
     return last, time.monotonic() - began
-
-
-def _dir_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
-
-
-def _log_bytes(log_dir: Path, topic: str) -> int:
-    """The ``.log`` segments of ``topic``'s partitions (index files are preallocated)."""
-    return sum(
-        f.stat().st_size
-        for p in range(PARTITIONS)
-        for f in (log_dir / f"{topic}-{p}").glob("*.log")
-    )

@@ -60,6 +60,8 @@ from bench.common import (
     consume_and_write,
     create_topics,
     delete_topics,
+    dir_bytes,
+    log_bytes,
     make_deployment,
     pause_for,
     produce,
@@ -219,7 +221,11 @@ async def _one_size(ctx: Context, prefix: str, n: int) -> dict[str, dict[str, An
     await produce(ctx.bootstrap, dep.topics.pauses, counted(), transactional=False)
     ctx.log(f"{n:,}: produced {sent['bytes'] / 1e6:,.0f} MB of pauses in {watch.seconds:.1f}s")
     record_mb = sent["bytes"] / 1e6
-    log_mb = _log_bytes(opts.broker_log_dir, dep) / 1e6 if opts.broker_log_dir else None
+    log_mb = (
+        log_bytes(opts.broker_log_dir, _topics(dep), PARTITIONS) / 1e6
+        if opts.broker_log_dir
+        else None
+    )
     out["topic bytes"] = (
         {
             "samples": [log_mb],
@@ -287,10 +293,10 @@ async def _one_size(ctx: Context, prefix: str, n: int) -> dict[str, dict[str, An
             "baseline": [raw_full["hwm_mb"]],
             "baseline_name": "raw loop, same read",
         }
-        store_mb = _dir_bytes(state) / 1e6
+        store_mb = dir_bytes(state) / 1e6
         out["store bytes"] = {
             "samples": [store_mb],
-            "baseline": [_dir_bytes(raw_db) / 1e6],
+            "baseline": [dir_bytes(raw_db) / 1e6],
             "baseline_name": "RocksDB of the same keys and values",
         }
         stored = await _take(ctx, dep, "turnlog", state, linger=SWEEP_SECONDS)
@@ -667,18 +673,8 @@ def _live_updates(store: Any, viewer: Any, reps: int, failed: dict[str, str]) ->
     return out
 
 
-def _dir_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
-
-
-def _log_bytes(log_dir: Path, dep: Deployment) -> int:
-    """The size of the ``.log`` segments of the deployment's partitions in the broker's log
-    directory (index files are preallocated, so they are left out)."""
-    total = 0
-    for topic in (spec.name for spec in dep.topics.specs()):
-        for p in range(PARTITIONS):
-            total += sum(f.stat().st_size for f in (log_dir / f"{topic}-{p}").glob("*.log"))
-    return total
+def _topics(dep: Deployment) -> list[str]:
+    return [spec.name for spec in dep.topics.specs()]
 
 
 if __name__ == "__main__":

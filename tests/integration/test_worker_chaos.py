@@ -308,7 +308,7 @@ def test_the_count_catches_an_output_written_twice_or_missing() -> None:
 
 
 #: What a record written twice looks like to the audit: the same row, twice.
-_COPIES = {"token_consumed_twice", "resumed_twice", "refused_twice"}
+_COPIES = {Kind.TOKEN_CONSUMED_TWICE, Kind.RESUMED_TWICE, Kind.REFUSED_TWICE}
 #: The broker's transaction marker channel dropping a transaction's markers (KAFKA-20734).
 _SKIP = re.compile(
     r"Couldn't find leader endpoint for partitions .* while trying to send transaction markers "
@@ -333,10 +333,10 @@ def skipped_by_the_broker(log: Path, app: str, prefix: str) -> frozenset[int]:
 def _a_copy(v: Violation, skipped: frozenset[int]) -> bool:
     """A violation that is one row written twice, on a partition whose markers the broker
     skipped: the same answer and outcome, and for a turn or a refusal the same event id."""
-    if v.kind.value not in _COPIES or v.partition not in skipped:
+    if v.kind not in _COPIES or v.partition not in skipped:
         return False
     ids = v.ids
-    if v.kind.value == "token_consumed_twice":
+    if v.kind == Kind.TOKEN_CONSUMED_TWICE:
         return len(set(ids["answer_ids"])) == 1 and len(set(ids["outcomes"])) == 1
     return ids.get("same_event") is True
 

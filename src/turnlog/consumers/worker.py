@@ -153,17 +153,11 @@ def _strategies(standbys: int, standby_assignor: type) -> tuple[type, ...]:
     s after the workers started, against 2 s with one protocol), and the rolling-restart chaos
     test timed out draining. The price: a group whose workers disagree (some with
     ``--standby``, some without, or an older build) cannot form; the worker that joins a group
-    of the other kind is refused at its join, by name (:data:`_MIXED_GROUP`).
+    of the other kind is refused at its join, by name (:meth:`ResumeWorker._mixed_group`).
     """
     if standbys:
         return (standby_assignor,)
     return (RoundRobinPartitionAssignor,)
-
-
-_MIXED_GROUP = (
-    "the worker group {group} places its partitions another way than this worker: {why}, or "
-    "runs an older build; start every worker of a group either with --standby or without it"
-)
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -448,12 +442,17 @@ class ResumeWorker(Lifecycle):
             await self.stop()
 
     def _mixed_group(self) -> str:
+        """What a refused join says: which side keeps copies, and what to change."""
         why = (
             "this worker keeps standby copies (--standby) and the group's workers do not"
             if self.standbys
             else "the group's workers keep standby copies (--standby) and this worker does not"
         )
-        return _MIXED_GROUP.format(group=self.group_id, why=why)
+        return (
+            f"the worker group {self.group_id} places its partitions another way than this "
+            f"worker: {why}, or runs an older build; start every worker of a group either with "
+            "--standby or without it"
+        )
 
     async def _round(self) -> None:
         batch = await self._consumer.getmany(timeout_ms=self.settings.commit_interval_ms)
