@@ -6,8 +6,10 @@ Start from :class:`Turnlog`::
     from turnlog import Settings, Turnlog
 
     async with Turnlog(Settings.from_env()) as tl:
-        paused = await tl.pause(checkpoint, request={"q": "region?"})
-        sent = await tl.answer(paused.token, {"answers": [...]}, **paused.axes)
+        asked = {"questions": [{"question": "Which region?", "options": ["eu", "us"]}]}
+        paused = await tl.pause(checkpoint, request=asked)
+        answer = {"answers": [{"selections": ["eu"], "other": None}]}
+        sent = await tl.answer(paused.token, answer, **paused.axes)
         print((await tl.outcome(sent.answer_id)).accepted)
 
 The names are loaded on first use, so ``import turnlog`` stays cheap (the CLI and the pure

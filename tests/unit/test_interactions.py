@@ -648,3 +648,18 @@ def test_the_question_the_interactions_page_shows_is_one_ask_user_asks() -> None
     question = json.loads(block)
     assert check_ask_user_request({"questions": [question]}) is None
     assert set(question) == {"question", "header", "options", "multiSelect", "allow_other"}
+
+
+@pytest.mark.parametrize(
+    "request_value",
+    [{"tool": "deploy", "arguments": {"env": "prod"}}, {"tool": "deploy", "arguments": {}}],
+)
+def test_an_approval_request_paused_as_ask_user_is_pointed_to_approve_tool_call(
+    request_value: dict[str, Any],
+) -> None:
+    """Issue 37: an approval paused without ``interaction=`` was refused as an ``ask_user``
+    request with no word of the interaction it needed."""
+    problem = check_ask_user_request(request_value)
+    assert problem is not None
+    assert "APPROVE_TOOL_CALL" in problem and APPROVE_TOOL_CALL in problem, problem
+    assert "interaction=" in problem, problem

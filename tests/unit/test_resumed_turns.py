@@ -117,3 +117,27 @@ async def test_typed_stream_yields_the_answered_event_first_only_when_owed() -> 
     assert typed == [answered, "first:6", "second"]
     plain = [e async for e in resume_stream_typed(_stream, _turn(None))]
     assert plain == ["first:6", "second"]
+
+
+def test_any_calls_token_finds_the_groups_resumed_turn() -> None:
+    """Issue 37: a group's turn carries the token of the call answered last, so a thread read
+    with the first call's token waited for a turn it had already been given."""
+    import dataclasses
+
+    from turnlog.consumers.resumed import _Wanted
+    from turnlog.wire.codec import encode
+
+    answers = [
+        {"tool_call_id": f"call-{n}", "interrupt_id": "", "token_id": f"tok-{n}",
+         "answer_id": f"ans-{n}", "name": "ask_user", "response_json": "{}"}
+        for n in (1, 2)
+    ]  # fmt: skip
+    turn = dataclasses.replace(_turn(), token_id="tok-2", answer_id="ans-2", answers=answers)
+    value, key = encode(turn), turn.thread_id.encode()
+    for token in ("tok-1", "tok-2", None):
+        found = _Wanted(turn.thread_id, token, None, False).event_of(key, value)
+        assert found is not None and found.answer_id == "ans-2", token
+    assert _Wanted(turn.thread_id, "tok-3", None, False).event_of(key, value) is None
+    single = encode(_turn())
+    assert _Wanted("t-1", "tok", None, False).event_of(key, single) is not None
+    assert _Wanted("t-1", "tok-1", None, False).event_of(key, single) is None

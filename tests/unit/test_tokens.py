@@ -533,3 +533,17 @@ def test_decoded_headers_are_shared_read_only_and_the_cache_stays_bounded() -> N
             peek.parse_token("bm90IGpzb24." + compact({}, {"jti": "d"}).split(".", 1)[1])
         assert refused.value.refusal.reason is RefusalReason.TOKEN_INVALID
     assert "bm90IGpzb24" not in peek._HEADERS
+
+
+def test_no_keys_says_how_to_make_one(tmp_path: Path) -> None:
+    """Issue 37: a worker or an agent without keys was told what is missing, never that
+    ``turnlog keys new`` makes it."""
+    (tmp_path / "empty").mkdir()
+    for attempt in (
+        lambda: Keyring.from_env({}),
+        lambda: Keyring.from_directory(tmp_path / "none"),
+        lambda: Keyring.from_directory(tmp_path / "empty"),
+    ):
+        with pytest.raises(ConfigurationError) as caught:
+            attempt()
+        assert "`turnlog keys new`" in str(caught.value), caught.value

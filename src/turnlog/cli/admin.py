@@ -217,7 +217,8 @@ def acls(
     agent: Annotated[str | None, typer.Option(help="Principal that records pauses.")] = None,
     reader: Annotated[str | None, typer.Option(help="Principal that reads resumed turns.")] = None,
     reader_group: Annotated[
-        str | None, typer.Option(help="The reader's consumer group (default <app id>.resumed).")
+        str | None,
+        typer.Option(help="The reader's consumer group (default <app id>.agents, as the library)."),
     ] = None,
     projector: Annotated[
         str | None, typer.Option(help="Principal of turnlog project / show / pending.")

@@ -404,11 +404,20 @@ class _Wanted:
             return None
         if not isinstance(event, TurnResumed | PauseExpired) or not (
             event.thread_id == self.thread_id
-            and self.token_id in (None, event.token_id)
+            and (self.token_id is None or self.token_id in tokens_of(event))
             and self.checkpoint_id in (None, event.checkpoint_id)
         ):
             return None
         return event
+
+
+def tokens_of(event: TurnResumed | PauseExpired) -> tuple[str, ...]:
+    """The token ids a resumed turn answers: its own, and for a pause of several calls every
+    call's (the turn carries the token of the call answered last, and each call's in
+    ``answers``) -- so whichever call's token a continuation holds finds the group's turn."""
+    if isinstance(event, TurnResumed) and event.answers:
+        return (event.token_id, *(str(a.get("token_id", "")) for a in event.answers))
+    return (event.token_id,)
 
 
 async def read_thread_turn(
@@ -424,7 +433,8 @@ async def read_thread_turn(
 ) -> TurnResumed | PauseExpired:
     """The thread's resumed turn, read from the thread's partition alone, with no group.
 
-    Which turn: the one of ``token_id`` (one pause's, resumed at most once), else the newest of
+    Which turn: the one of ``token_id`` (one pause's, resumed at most once; of a pause of
+    several calls, any call's token finds the group's one turn), else the newest of
     the thread -- of ``checkpoint_id`` if given -- on the log when the read began, else the
     first to arrive. ``PauseExpired`` counts only with ``include_expired``. The read starts at
     the partition's first record written at ``since`` or later (less the deployment's clock

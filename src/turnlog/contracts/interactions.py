@@ -215,6 +215,12 @@ def _read_questions(request: Any) -> tuple[_Question, ...]:
     """The questions of an ``ask_user`` request, or ``ValueError`` saying where it is wrong."""
     if not isinstance(request, dict):
         raise ValueError(f"the request must be an object, got {_kind(request)}")
+    if "questions" not in request and "tool" in request:
+        # An approval paused without naming its interaction: say which one it needs.
+        raise ValueError(
+            'the request is a tool call to approve ({"tool", "arguments"}), not questions: '
+            'pause it with interaction=APPROVE_TOOL_CALL ("approve_tool_call")'
+        )
     if "questions" not in request:
         raise ValueError(
             'the request has no "questions"; ask_user asks '

@@ -103,7 +103,7 @@ def role_acls(
             reader,
             ("READ", "TOPIC", topics.resumed),
             ("DESCRIBE", "TOPIC", topics.resumed),
-            ("READ", "GROUP", reader_group or f"{application_id}.resumed"),
+            ("READ", "GROUP", reader_group or f"{application_id}.agents"),
         )
     if projector:
         grant(

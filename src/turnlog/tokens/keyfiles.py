@@ -35,7 +35,9 @@ PUBLIC_SUFFIX: Final = ".public.pem"
 def directory_keys(root: Path) -> tuple[list[TokenKey], list[str]]:
     """The keys of a keys directory, and the kids that have a private half."""
     if not root.is_dir():
-        raise ConfigurationError(f"keys directory {root} does not exist")
+        raise ConfigurationError(
+            f"keys directory {root} does not exist: `turnlog keys new` writes a key pair there"
+        )
     keys: list[TokenKey] = []
     private: list[str] = []
     for path in sorted(root.iterdir()):
@@ -52,7 +54,9 @@ def directory_keys(root: Path) -> tuple[list[TokenKey], list[str]]:
                 f"{name}: key files are named <kid>{PRIVATE_SUFFIX} or <kid>{PUBLIC_SUFFIX}"
             )
     if not keys:
-        raise ConfigurationError(f"keys directory {root} holds no keys")
+        raise ConfigurationError(
+            f"keys directory {root} holds no keys: `turnlog keys new` writes a key pair there"
+        )
     return keys, private
 
 

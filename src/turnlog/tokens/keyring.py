@@ -117,8 +117,9 @@ class Keyring:
         if keys_dir is None:
             if own is None:
                 raise ConfigurationError(
-                    f"no token keys: set {ENV_SIGNING_KEY_PEM} or {ENV_HS256_SECRET} with "
-                    f"{ENV_SIGNING_KID}, or a keys directory"
+                    "no token keys: `turnlog keys new` writes a key pair into the keys "
+                    f"directory (TURNLOG_KEYS_DIR), or set {ENV_SIGNING_KEY_PEM} or "
+                    f"{ENV_HS256_SECRET} with {ENV_SIGNING_KID}"
                 )
             return cls([own], signing_kid=own.kid)
         if own is None:
