@@ -6,13 +6,14 @@ several calls mapped onto each framework's own resume."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
 import pytest
-from agents import Agent, RunConfig, Runner, function_tool
+from agents import Agent, RunConfig, RunContextWrapper, Runner, function_tool
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
@@ -20,12 +21,21 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from openai.types.responses import ResponseFunctionToolCall
+from pydantic import BaseModel
 from pydantic_ai import Agent as PydanticAgent
-from pydantic_ai import DeferredToolRequests, ToolApproved, ToolDenied
+from pydantic_ai import CallDeferred, DeferredToolRequests, RunContext, ToolApproved, ToolDenied
 from pydantic_ai.models.test import TestModel
 
 from tests.transcripts import console_blocks
-from turnlog import APPROVE_TOOL_CALL, PauseInvalid, approval_request, approve, edit, reject
+from turnlog import (
+    APPROVE_TOOL_CALL,
+    PauseInvalid,
+    approval_request,
+    approve,
+    approved_call,
+    edit,
+    reject,
+)
 from turnlog.adapters import langgraph, openai_agents, pydantic_ai, rejection_message
 from turnlog.contracts.approvals import render_approval
 from turnlog.contracts.events import TurnResumed
@@ -126,14 +136,20 @@ def test_interrupts_of_leaves_out_the_ones_pending_before() -> None:
 # -- LangGraph: the call an approval lets a node run ---------------------------------------------
 
 
-def test_approved_call_gives_the_call_to_run_with_edits_applied_or_none() -> None:
+def test_approved_call_gives_the_call_to_run_in_the_shape_of_turnlogs_approved_call() -> None:
+    """One shape: the node's call is what ``turnlog.approved_call(turn)`` gives for the same
+    resumed turn -- id, name, arguments -- the id being the paused call's."""
     request = approval_request("deploy", ARGS)
     edited = {**ARGS, "region": "us"}
-    assert langgraph.approved_call(approve("deploy", ARGS), request) == {
-        "name": "deploy",
-        "arguments": ARGS,
-    }
-    assert langgraph.approved_call(edit("deploy", ARGS, edited), request) == {
+    approved = turn_of(approve("deploy", ARGS), name=APPROVE_TOOL_CALL)
+    decision = langgraph.resume_command(approved).resume[LG_ID]
+    assert langgraph.approved_call(decision, request) == approved_call(approved)
+    assert approved_call(approved) == {"id": "call-1", "name": "deploy", "arguments": ARGS}
+    changed = langgraph.resume_command(
+        turn_of(edit("deploy", ARGS, edited), name=APPROVE_TOOL_CALL)
+    ).resume[LG_ID]
+    assert langgraph.approved_call(changed, request) == {
+        "id": "call-1",
         "name": "deploy",
         "arguments": edited,
     }
@@ -213,8 +229,8 @@ async def test_pydantic_ai_refuses_two_deferred_approvals_with_what_to_do() -> N
             thread_id="t", run_id="r", session_id="s", scope_hash="h",
         )  # fmt: skip
     assert refused.value.field == "requests"
-    assert "deferred 2 approvals (deploy, notify); nothing was paused" in str(refused.value)
-    assert "pause_deferred_calls()" in str(refused.value)
+    assert "deferred 2 calls (deploy, notify); nothing was paused" in str(refused.value)
+    assert "pause_run()" in str(refused.value)
 
 
 class TwoCalls(Model):
@@ -260,7 +276,7 @@ async def test_openai_agents_refuses_two_interruptions_with_what_to_do() -> None
         )  # fmt: skip
     assert refused.value.field == "result.interruptions"
     assert "stopped for 2 approvals (deploy, notify); nothing was paused" in str(refused.value)
-    assert "pause_approvals()" in str(refused.value)
+    assert "pause_run()" in str(refused.value)
 
 
 # -- the pages: each runs its example as three processes ------------------------------------------
@@ -357,7 +373,10 @@ def group_turn(first: dict[str, Any], second: dict[str, Any]) -> TurnResumed:
 def test_langgraph_answers_every_interrupt_of_a_group_in_one_command() -> None:
     yes, no = approve("deploy", ARGS), reject("notify", NOTIFY, "not now")
     command = langgraph.resume_command(group_turn(yes, no))
-    assert command.resume == {LG_ID: yes, LG_OTHER: no}
+    assert command.resume == {
+        LG_ID: {**yes, "tool_call_id": "call-1"},
+        LG_OTHER: {**no, "tool_call_id": "call-2"},
+    }
 
 
 def test_pydantic_ai_decides_every_call_of_a_group() -> None:
@@ -412,3 +431,302 @@ def test_approved_calls_lists_the_calls_to_run_with_edits_applied() -> None:
     assert approved_calls(turn) == (
         {"id": "call-2", "name": "notify", "arguments": {"channel": "all"}},
     )
+
+
+# -- issue 37: the asking round once, converters, questions, keys --------------------------------
+
+QUESTION = {"questions": [{"question": "Which region?", "options": ["eu", "us"]}]}
+PICKED_US = {"answers": [{"selections": ["us"], "other": None}]}
+
+
+def mixed_turn() -> TurnResumed:
+    """A resumed turn of an approval (call-1 deploy, approved) and a question (call-2 ask_user),
+    as the worker writes it: the question's tool message holds its rendered answer."""
+    calls = [
+        {"id": "call-1", "name": "deploy", "arguments": json.dumps(ARGS)},
+        {"id": "call-2", "name": "ask_user", "arguments": json.dumps(QUESTION)},
+    ]
+    from turnlog.contracts.interactions import render_ask_user
+
+    history = (
+        {"role": "user", "content": "Deploy billing."},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {"role": "tool", "content": render_ask_user(PICKED_US), "tool_call_id": "call-2"},
+    )
+    answers = (
+        {"tool_call_id": "call-1", "interrupt_id": "", "token_id": "tok-1", "answer_id": "a-1",
+         "name": APPROVE_TOOL_CALL, "response_json": json.dumps(approve("deploy", ARGS))},
+        {"tool_call_id": "call-2", "interrupt_id": "", "token_id": "tok-2", "answer_id": "a-2",
+         "name": "ask_user", "response_json": json.dumps(PICKED_US)},
+    )  # fmt: skip
+    one = turn_of(PICKED_US)
+    return TurnResumed(
+        **{
+            **{f: getattr(one, f) for f in one.__dataclass_fields__},
+            "tool_call_id": "call-2",
+            "history": history,
+            "answers": answers,
+        }
+    )
+
+
+def test_the_pause_check_refuses_a_call_reserved_twice() -> None:
+    """The OpenAI report: ``to_records(result.to_input_list())`` already held the asking call and
+    ``captured_messages`` appended it again; the doubled call was let through."""
+    from turnlog import ReservedCall, TurnCheckpoint, captured_messages
+    from turnlog.producers.pauses import check_checkpoint
+
+    items = [
+        {"role": "user", "content": "Deploy."},
+        {"type": "function_call", "call_id": "call-1", "name": "deploy",
+         "arguments": json.dumps(ARGS)},
+    ]  # fmt: skip
+    doubled = captured_messages(
+        openai_agents.to_records(items), "", [ReservedCall("call-1", "deploy", ARGS)]
+    )
+    checkpoint = TurnCheckpoint(
+        run_id="r", session_id="s", thread_id="t", checkpoint_id="cp", scope_hash="h",
+        tool_call_id="call-1", name=APPROVE_TOOL_CALL, messages=doubled,
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )  # fmt: skip
+    with pytest.raises(PauseInvalid, match="'call-1' is reserved twice"):
+        check_checkpoint(checkpoint)
+    once = dataclasses.replace(checkpoint, messages=doubled[:-1])
+    check_checkpoint(once)  # the list as the SDK gave it is the asking round, once
+    answered = (*doubled[:-1], {"role": "tool", "content": "ok", "tool_call_id": "call-1"})
+    reused = dataclasses.replace(checkpoint, messages=(*answered, doubled[-1]))
+    check_checkpoint(reused)  # an id reused by a later round, after its call was answered
+
+
+def test_the_asking_round_is_captured_once_whatever_the_list_held() -> None:
+    from turnlog import ReservedCall
+    from turnlog.adapters import with_asking_round
+
+    call = ReservedCall("call-1", "deploy", ARGS)
+    asked = {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "call-1", "name": "deploy", "arguments": ARGS}]}  # fmt: skip
+    user = {"role": "user", "content": "Deploy."}
+    held = with_asking_round([user, asked], [call])
+    assert [m["role"] for m in held] == ["user", "assistant"]  # held already: kept
+    appended = with_asking_round([user], [call])
+    assert [m["role"] for m in appended] == ["user", "assistant"]
+    model_call = {"role": "assistant", "content": "on it", "tool_calls": [
+        {"id": "lc-7", "name": "deploy", "arguments": ARGS}]}  # fmt: skip
+    replaced = with_asking_round([user, model_call], [ReservedCall(LG_ID, "deploy", ARGS)])
+    assert [(m["role"], m["content"]) for m in replaced] == [
+        ("user", "Deploy."),
+        ("assistant", "on it"),
+    ]
+    assert [c["id"] for c in replaced[-1]["tool_calls"]] == [LG_ID]
+
+
+def test_history_dicts_convert_back_into_each_framework_without_a_key_error() -> None:
+    """``to_messages(history_dicts(turn))`` failed with a bare ``KeyError: 'name'``."""
+    from pydantic_ai.messages import ModelResponse as PaResponse
+    from pydantic_ai.messages import ToolCallPart
+
+    from turnlog import history_dicts
+
+    turn = mixed_turn()
+    messages = pydantic_ai.to_messages(history_dicts(turn))
+    assert pydantic_ai.to_records(messages) == pydantic_ai.to_records(
+        pydantic_ai.to_messages(turn.history)
+    )
+    response = next(m for m in messages if isinstance(m, PaResponse))
+    assert [p.tool_name for p in response.parts if isinstance(p, ToolCallPart)] == [
+        "deploy",
+        "ask_user",
+    ]
+    assert openai_agents.to_items(history_dicts(turn)) == openai_agents.to_items(turn.history)
+    with pytest.raises(ValueError, match=r"records\[0\].tool_calls\[0\] has no name"):
+        pydantic_ai.to_messages([{"role": "assistant", "tool_calls": [{"id": "x"}]}])
+    with pytest.raises(ValueError, match=r"records\[0\] has role None"):
+        openai_agents.to_items([{"content": "no role"}])
+
+
+def test_langgraph_converts_its_messages_and_reads_the_interaction_from_the_payload() -> None:
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langgraph.types import Interrupt
+
+    records = langgraph.to_records(
+        [
+            HumanMessage("Deploy."),
+            AIMessage("", tool_calls=[{"id": "c1", "name": "deploy", "args": ARGS}]),
+            ToolMessage("deployed", tool_call_id="c1"),
+        ]
+    )
+    assert records == [
+        {"role": "user", "content": "Deploy."},
+        {"role": "assistant", "content": "",
+         "tool_calls": [{"id": "c1", "name": "deploy", "arguments": ARGS}]},
+        {"role": "tool", "content": "deployed", "tool_call_id": "c1", "name": None},
+    ]  # fmt: skip
+    approval = Interrupt(value=approval_request("deploy", ARGS), id=LG_ID)
+    assert langgraph.interaction_of(approval) == APPROVE_TOOL_CALL
+    assert langgraph.interaction_of(Interrupt(value=QUESTION, id=LG_OTHER)) == "ask_user"
+
+
+def test_a_langgraph_resume_on_another_thread_is_refused_by_name() -> None:
+    """``graph.ainvoke(resume_command(turn), <another thread's config>)`` did nothing, silently."""
+    turn = turn_of({"answers": []})
+    with pytest.raises(ValueError, match="thread 'other', the resumed turn of thread 't-1'"):
+        langgraph.resume_command(turn, {"configurable": {"thread_id": "other"}})
+    assert langgraph.resume_command(turn, {"configurable": {"thread_id": "t-1"}}).resume
+
+
+async def test_langgraph_continue_run_refuses_another_thread_before_claiming() -> None:
+    import jwt
+
+    token = jwt.encode({"thread_id": "lg-1", "jti": "tok"}, "k" * 32, algorithm="HS256")
+    with pytest.raises(ValueError, match="nothing was claimed"):
+        await langgraph.continue_run(
+            Untouched(),  # type: ignore[arg-type]
+            token,
+            object(),
+            {"configurable": {"thread_id": "lg-2"}},
+        )
+
+
+async def test_pydantic_ai_continues_an_approval_and_a_question_with_the_key_in_the_tool() -> None:
+    seen: list[Any] = []
+    agent: PydanticAgent[None, str | DeferredToolRequests] = PydanticAgent(
+        TestModel(), output_type=[str, DeferredToolRequests]
+    )
+
+    @agent.tool(requires_approval=True)
+    def deploy(ctx: RunContext[None], service: str, region: str) -> str:
+        seen.append(ctx.tool_call_metadata)
+        return f"deployed {service} to {region}"
+
+    @agent.tool_plain
+    def ask_user(questions: list[Question]) -> str:
+        raise CallDeferred
+
+    first = await agent.run("Deploy billing.")
+    assert isinstance(first.output, DeferredToolRequests)
+    ids = {c.tool_name: c.tool_call_id for c in [*first.output.approvals, *first.output.calls]}
+    turn = mixed_turn()
+    renamed = {"call-1": ids["deploy"], "call-2": ids["ask_user"]}
+    text = json.dumps([dict(m) for m in turn.history])
+    for old, new in renamed.items():
+        text = text.replace(f'"{old}"', f'"{new}"')
+    turn = TurnResumed(
+        **{
+            **{f: getattr(turn, f) for f in turn.__dataclass_fields__},
+            "history": tuple(json.loads(text)),
+            "answers": tuple({**a, "tool_call_id": renamed[a["tool_call_id"]]}
+                             for a in turn.answers),
+        }
+    )  # fmt: skip
+    history, results = pydantic_ai.resume_arguments(turn, key_for=lambda c: f"tok:{c}")
+    assert results.calls == {ids["ask_user"]: observation(turn, ids["ask_user"])}
+    second = await agent.run(message_history=history, deferred_tool_results=results)
+    assert seen == [{"idempotency_key": f"tok:{ids['deploy']}"}]
+    assert isinstance(second.output, str)
+
+
+def observation(turn: TurnResumed, call_id: str) -> str:
+    from turnlog.adapters import observation_of
+
+    found = observation_of(turn, call_id)
+    assert found is not None and found.startswith("The person answered.")
+    return found
+
+
+async def test_openai_agents_runs_the_approved_call_with_its_key_and_answers_the_question() -> None:
+    keys: list[str | None] = []
+
+    @function_tool
+    def deploy(ctx: RunContextWrapper[Any], service: str, region: str) -> str:
+        """Deploy."""
+        keys.append(openai_agents.idempotency_key(ctx))
+        return f"deployed to {region}"
+
+    agent: Agent[Any] = Agent(name="deployer", tools=[deploy])
+    turn = mixed_turn()
+    items = await openai_agents.resume_input(turn, agent, key_for=lambda c: f"tok:{c}")
+    outputs = {i["call_id"]: i["output"] for i in items if i.get("type") == "function_call_output"}
+    assert outputs == {"call-1": "deployed to eu", "call-2": observation(turn, "call-2")}
+    assert keys == ["tok:call-1"]
+
+
+class Question(BaseModel):
+    question: str
+    options: list[str]
+
+
+@function_tool(needs_approval=True)
+def ask_user(questions: list[Question]) -> str:
+    """Ask the person."""
+    raise AssertionError("a question is answered by a person, never run")
+
+
+@function_tool(needs_approval=True, name_override="deploy")
+def approved_deploy(service: str, region: str) -> str:
+    """Deploy."""
+    return region
+
+
+class AsksAndDeploys(Model):
+    """Asks a question (the ``ask_user`` tool) and for a deploy in one response."""
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        calls = [
+            ResponseFunctionToolCall(arguments=json.dumps(ARGS), call_id="call-1",
+                                     name="deploy", type="function_call"),
+            ResponseFunctionToolCall(arguments=json.dumps(QUESTION), call_id="call-2",
+                                     name="ask_user", type="function_call"),
+        ]  # fmt: skip
+        return ModelResponse(output=list(calls), usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+class Recording:
+    """A Turnlog stand-in recording what a pause would write."""
+
+    def __init__(self) -> None:
+        from turnlog import default_interactions
+        from turnlog.tokens import Keyring
+
+        self.interactions = default_interactions()
+        self.keyring = Keyring.hs256("k", "s" * 32)
+        self.calls: list[Any] = []
+
+    async def pause_calls(self, checkpoint: Any, calls: Any, **kw: Any) -> tuple[Any, ...]:
+        from turnlog.producers.pauses import check_checkpoint
+
+        check_checkpoint(checkpoint)
+        self.calls = list(calls)
+        return tuple(calls)
+
+
+async def test_openai_agents_pauses_a_question_tool_and_an_approval_in_one_pause() -> None:
+    agent: Agent[Any] = Agent(name="d", model=AsksAndDeploys(), tools=[approved_deploy, ask_user])
+    result = await Runner.run(agent, "Deploy.", run_config=RunConfig(tracing_disabled=True))
+    tl = Recording()
+    await openai_agents.pause_run(
+        tl,  # type: ignore[arg-type]
+        result, thread_id="t", run_id="r", session_id="s", scope_hash="h",
+    )  # fmt: skip
+    assert [(c.tool_call_id, c.interaction, c.request) for c in tl.calls] == [
+        ("call-1", APPROVE_TOOL_CALL, approval_request("deploy", ARGS)),
+        ("call-2", "ask_user", QUESTION),
+    ]
+
+
+async def test_a_pause_without_a_signing_key_names_turnlog_keys_new() -> None:
+    from turnlog import ConfigurationError
+    from turnlog.tokens import Keyring
+
+    tl = Recording()
+    tl.keyring = Keyring([])
+    tl.settings = type("S", (), {"keys_dir": Path("keys")})()  # type: ignore[attr-defined]
+    agent: Agent[Any] = Agent(name="d", model=AsksAndDeploys(), tools=[approved_deploy, ask_user])
+    with pytest.raises(ConfigurationError, match="turnlog keys new"):
+        await openai_agents.pause_run(
+            tl,  # type: ignore[arg-type]
+            await Runner.run(agent, "x", run_config=RunConfig(tracing_disabled=True)),
+            thread_id="t", run_id="r", session_id="s", scope_hash="h",
+        )  # fmt: skip

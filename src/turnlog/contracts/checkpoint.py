@@ -166,3 +166,29 @@ def captured_messages(
             )
         )
     return tuple(messages)
+
+
+def doubled_calls(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The call ids a transcript reserves twice while still open: named twice in one assistant
+    message, or again by a later one before any tool message answered the first.
+
+    Such a transcript is what appending the asking round to a list that already held it
+    gives (the OpenAI SDK's ``to_input_list()`` plus ``captured_messages``): rehydration would
+    answer one of the two calls and leave the other unanswered, which a strict provider
+    refuses, and a model shown it sees the same question asked twice. An id reused by a later
+    round after its call was answered is no doubling.
+    """
+    open_ids: set[str] = set()
+    doubled: list[str] = []
+    for message in messages:
+        if message.get("role") == "tool":
+            open_ids.discard(str(message.get("tool_call_id")))
+            continue
+        if message.get("role") != "assistant":
+            continue
+        for call in message.get("tool_calls") or ():
+            call_id = str(call.get("id", ""))
+            if call_id in open_ids and call_id not in doubled:
+                doubled.append(call_id)
+            open_ids.add(call_id)
+    return doubled

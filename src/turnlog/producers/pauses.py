@@ -38,7 +38,7 @@ from aiokafka import AIOKafkaProducer
 
 from turnlog._version import __version__
 from turnlog.clock import utc_now
-from turnlog.contracts.checkpoint import TURN_STATE_VERSION, TurnCheckpoint
+from turnlog.contracts.checkpoint import TURN_STATE_VERSION, TurnCheckpoint, doubled_calls
 from turnlog.contracts.events import PauseRecorded
 from turnlog.contracts.group import (
     CallToPause,
@@ -55,6 +55,7 @@ from turnlog.contracts.rehydration import rehydrate
 from turnlog.contracts.resume import request_hash
 from turnlog.errors import PauseInvalid, TurnlogError
 from turnlog.kafka import clients
+from turnlog.kafka.finalization import unfinalized_header
 from turnlog.kafka.outage import (
     abandon,
     attempt_timeout,
@@ -89,6 +90,9 @@ _TEXT_FIELDS = (
     "package_version",
 )
 _LONG = 2**63
+#: How many failed writes a recorder keeps for its next flush to report (the rest are counted
+#: in their own callers' errors).
+_KEPT_FAILURES = 1000
 
 
 def _json_type(value: object) -> str:
@@ -128,7 +132,15 @@ def check_checkpoint(checkpoint: TurnCheckpoint) -> None:
 def check_asking_round(checkpoint: TurnCheckpoint) -> None:
     """Refuse a pause no answer could ever resume: the worker rebuilds the turn with this same
     rule (step 5), so a checkpoint whose messages reserve no round for the paused call would
-    be refused ``asking_round_missing`` at every answer, until it expired."""
+    be refused ``asking_round_missing`` at every answer, until it expired -- and one that
+    reserves a call twice while it is open, which no answer could make whole."""
+    doubled = doubled_calls(checkpoint.messages)
+    if doubled:
+        raise PauseInvalid(
+            "messages",
+            f"call {doubled[0]!r} is reserved twice (the asking round appended to a list "
+            "that already held it?): keep one assistant message asking for it",
+        )
     try:
         rehydrate(checkpoint, checkpoint.tool_call_id or checkpoint.interrupt_id, "")
     except Refused as refused:
@@ -203,6 +215,9 @@ class RecordedPause:
     offset: int
     #: The W3C traceparent on the pause record: hand it on with the token (one trace).
     traceparent: str | None = None
+    #: Written in the crash window (``record(..., finalized=False)``): ``token`` is empty until
+    #: :meth:`PauseRecorder.finalize` writes the pause again and issues it.
+    unfinalized: bool = False
 
     @property
     def token_id(self) -> str:
@@ -246,6 +261,11 @@ class PauseRecorder:
         # would leave that transaction holding back read_committed readers until it timed out.
         self._transactional_id = f"{settings.application_id}.pauses.{uuid.uuid4().hex}"
         self._lock = asyncio.Lock()
+        #: The writes under way, each done when its commit returned or failed: what a flush
+        #: waits for, and reports when the broker has not taken it by the flush's end.
+        self._in_flight: dict[asyncio.Future[None], tuple[str, str]] = {}
+        #: The writes that failed since the last flush, as text (reported by the next one).
+        self._failed: list[str] = []
 
     async def ensure_ready(self) -> None:
         """Create or verify the topics, then start the transactional producer. Idempotent.
@@ -294,9 +314,26 @@ class PauseRecorder:
 
     start = ensure_ready
 
-    async def flush(self) -> None:
-        if self._producer is not None:
-            await self._producer.flush()
+    async def flush(self) -> list[str]:
+        """Wait for the writes under way, up to one attempt's time, and say which did not reach
+        the broker: each write that failed since the last flush, and each still waiting for
+        the broker at the end (``thread ..., checkpoint ...: why``). Never raises.
+
+        aiokafka's own ``flush`` waits for the pending batches and raises none of their errors,
+        so a failure is seen here, on each write's own outcome.
+        """
+        patience = attempt_timeout(self.settings)
+        waiting = list(self._in_flight)
+        if waiting:
+            await asyncio.wait(waiting, timeout=patience)
+        failures, self._failed = self._failed, []
+        for done, (thread_id, checkpoint_id) in list(self._in_flight.items()):
+            if not done.done():
+                failures.append(
+                    f"thread {thread_id}, checkpoint {checkpoint_id}: not acknowledged by the "
+                    f"broker {patience:.0f}s into the flush (the write is still being retried)"
+                )
+        return failures
 
     async def close(self) -> None:
         async with self._lock:
@@ -402,12 +439,34 @@ class PauseRecorder:
         interaction: str | None = None,
         ttl: timedelta | None = None,
         traceparent: str | tracing.TraceParent | None = None,
+        finalized: bool = True,
     ) -> RecordedPause:
         """Check the pause, write it, wait for its commit, and return its signed token. Its
-        ``traceparent`` header is the one given, else the current OpenTelemetry span's, else new."""
+        ``traceparent`` header is the one given, else the current OpenTelemetry span's, else new.
+
+        ``finalized=False`` opens the crash window: the pause is written marked unfinalized
+        (:mod:`turnlog.kafka.finalization`) and no token is issued until :meth:`finalize`; a
+        writer that dies first leaves a pause its owner expires, never resumes."""
         pause, key, value = self.prepare(
             checkpoint, request_json=request_json, interaction=interaction, ttl=ttl
         )
+        partition, offset, trace = await self._write(
+            pause, key, value, traceparent, finalized=finalized
+        )
+        if not finalized:
+            return RecordedPause("", pause, partition, offset, trace, unfinalized=True)
+        claims = PauseClaims.for_pause(pause, pause_partition=partition, pause_offset=offset)
+        return RecordedPause(self._issuer.issue(claims), pause, partition, offset, trace)
+
+    async def finalize(
+        self, pause: PauseRecorded, traceparent: str | tracing.TraceParent | None = None
+    ) -> RecordedPause:
+        """Close the crash window of a pause written with ``finalized=False``: write it again,
+        the same record under the same key without the mark, and issue its token (which points
+        at this write, so its owner has read it before it ever answers)."""
+        if pause.group:
+            raise PauseInvalid("pause", "a pause of several calls is written finalized")
+        value, key = self._encoded(pause)
         partition, offset, trace = await self._write(pause, key, value, traceparent)
         claims = PauseClaims.for_pause(pause, pause_partition=partition, pause_offset=offset)
         return RecordedPause(self._issuer.issue(claims), pause, partition, offset, trace)
@@ -545,10 +604,14 @@ class PauseRecorder:
         key: bytes,
         value: bytes,
         traceparent: str | tracing.TraceParent | None,
+        *,
+        finalized: bool = True,
     ) -> tuple[int, int, str]:
-        """Write one checked pause in a transaction; its partition, offset and traceparent."""
+        """Write one checked pause in a transaction; its partition, offset and traceparent.
+        The write is in flight (for :meth:`flush`) until it returns or fails."""
         trace = tracing.start(traceparent)
         thread_id = pause.checkpoint.thread_id
+        headers = trace.header() + ([] if finalized else [unfinalized_header()])
 
         async def attempt() -> tuple[int, int]:
             producer, partitions = await self._open()
@@ -558,7 +621,7 @@ class PauseRecorder:
             try:
                 await producer.begin_transaction()
                 sent = await producer.send(
-                    self.topics.pauses, value, key=key, partition=partition, headers=trace.header()
+                    self.topics.pauses, value, key=key, partition=partition, headers=headers
                 )
                 # Awaited before the commit: a commit does not wait for a failed delivery.
                 metadata = await sent
@@ -568,10 +631,27 @@ class PauseRecorder:
                 raise
             return partition, int(metadata.offset)
 
-        partition, offset = await ride_out(
-            attempt,
-            settings=self.settings,
-            who="pause recorder",
-            timeout=attempt_timeout(self.settings),
-        )
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._in_flight[done] = (thread_id, pause.checkpoint.checkpoint_id)
+        try:
+            partition, offset = await ride_out(
+                attempt,
+                settings=self.settings,
+                who="pause recorder",
+                timeout=attempt_timeout(self.settings),
+            )
+        except BaseException as exc:
+            why = (
+                "cancelled"
+                if isinstance(exc, asyncio.CancelledError)
+                else f"{type(exc).__name__}: {exc}"
+            )
+            if len(self._failed) < _KEPT_FAILURES:
+                self._failed.append(
+                    f"thread {thread_id}, checkpoint {pause.checkpoint.checkpoint_id}: {why}"
+                )
+            raise
+        finally:
+            del self._in_flight[done]
+            done.set_result(None)
         return partition, offset, str(trace)
