@@ -34,6 +34,8 @@ Interactions (what a person may answer)
 Downstream
     ``ResumedTurns`` -- the async iterator of resumed turns; ``history_dicts`` its messages.
     ``ResumedTurnTimeout`` -- ``Turnlog.resumed_turn`` (one thread's turn) found none in time.
+    ``Continuation`` -- a resumed turn claimed by ``Turnlog.continue_turn``: continued once;
+    ``AlreadyContinued`` / ``ContinuationRefused`` / ``ClaimTimeout`` when the claim is not won.
     ``TurnResumed`` / ``PauseExpired`` / ``AnswerRejected`` -- the records on the output topics.
 Checkpoint service (seed 001)
     ``CheckpointService`` / ``CheckpointRef`` -- readiness, latest, history, safe boundaries.
@@ -55,6 +57,12 @@ from turnlog._version import __version__
 
 if TYPE_CHECKING:
     from turnlog.api import Paused, Turnlog
+    from turnlog.consumers.continuation import (
+        AlreadyContinued,
+        ClaimTimeout,
+        Continuation,
+        ContinuationRefused,
+    )
     from turnlog.consumers.outcomes import AnswerOutcome
     from turnlog.consumers.resumed import ResumedTurns, ResumedTurnTimeout, history_dicts
     from turnlog.contracts.approvals import (
@@ -117,6 +125,10 @@ _HOME: dict[str, str] = {
     "ResumedTurns": "turnlog.consumers.resumed",
     "ResumedTurnTimeout": "turnlog.consumers.resumed",
     "history_dicts": "turnlog.consumers.resumed",
+    "Continuation": "turnlog.consumers.continuation",
+    "AlreadyContinued": "turnlog.consumers.continuation",
+    "ContinuationRefused": "turnlog.consumers.continuation",
+    "ClaimTimeout": "turnlog.consumers.continuation",
     "TurnResumed": "turnlog.contracts.events",
     "PauseExpired": "turnlog.contracts.events",
     "AnswerRejected": "turnlog.contracts.events",
@@ -164,6 +176,10 @@ __all__ = [  # noqa: RUF022 - grouped by use, as the docstring lists them
     "ResumedTurns",
     "ResumedTurnTimeout",
     "history_dicts",
+    "Continuation",
+    "AlreadyContinued",
+    "ContinuationRefused",
+    "ClaimTimeout",
     "TurnResumed",
     "PauseExpired",
     "AnswerRejected",

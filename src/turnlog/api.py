@@ -32,21 +32,31 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Literal, overload
 
 from turnlog.clock import utc_now
+from turnlog.consumers.continuation import (
+    Continuation,
+    ContinuationRefused,
+    ContinueCall,
+    claim_request,
+    decide,
+    default_claimant,
+)
 from turnlog.consumers.outcomes import AnswerOutcome, read_outcome
 from turnlog.consumers.resumed import ResumedTurns, read_thread_turn
 from turnlog.consumers.worker import ResumeWorker
 from turnlog.contracts.axes import Axes
 from turnlog.contracts.checkpoint import TurnCheckpoint
-from turnlog.contracts.events import PauseExpired, PauseRecorded, TurnResumed
+from turnlog.contracts.events import PauseExpired, PauseRecorded, TokenConsumed, TurnResumed
 from turnlog.contracts.group import CallToPause
 from turnlog.contracts.interactions import InteractionRegistry, default_interactions
+from turnlog.contracts.refusals import Refused
 from turnlog.contracts.resume import check_response
 from turnlog.errors import TurnlogError
+from turnlog.kafka.outage import as_service
 from turnlog.kafka.registry import prepare_wire
 from turnlog.kafka.topics import TopicSet, warn_if_lone_replicas
 from turnlog.producers.answers import AnswerPublisher, PublishedAnswer
@@ -55,7 +65,8 @@ from turnlog.projections.driver import KafkaCheckpointDriver
 from turnlog.projections.service import CheckpointService, LazyStoreDriver, TopicsOnly
 from turnlog.projections.store import Store
 from turnlog.settings import Settings
-from turnlog.tokens import Keyring, TokenIssuer, TokenVerifier
+from turnlog.tokens import Keyring, PauseClaims, TokenIssuer, TokenVerifier
+from turnlog.tokens.peek import parse_token
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +232,7 @@ class Turnlog:
         interaction: str | None = None,
         ttl: timedelta | float | None = None,
         traceparent: str | None = None,
+        finalized: bool = True,
     ) -> Paused:
         """Record the paused turn and return its token (``.token``) and axes (``.axes``).
 
@@ -234,6 +246,11 @@ class Turnlog:
             paused = await tl.pause(checkpoint, request={"questions": [...]})
             send_to_the_person(paused.token, paused.axes)
         No local store is opened: processes sharing one state directory all pause.
+
+        ``finalized=False`` writes the pause in the crash window, before the turn's state is
+        complete: no token yet (``.token`` is empty) until ``tl.checkpoints.finalize(paused)``
+        writes it again and returns it. A pause whose writer died before that is expired by its
+        owner, reason ``unfinalized``, once older than ``settings.finalize_timeout_seconds``.
         """
         self._check_open("pause")
         service, driver, recorder = await self._pausing()
@@ -244,9 +261,10 @@ class Turnlog:
             interaction=interaction,
             ttl=window,
             traceparent=traceparent,
+            finalized=finalized,
         )
         driver.wrote(recorded.thread_id, recorded.partition, recorded.offset)
-        service.record_write(checkpoint)
+        service.record_write(checkpoint, finalized=finalized)
         return Paused(
             recorded.token,
             recorded.pause,
@@ -417,6 +435,8 @@ class Turnlog:
         since: datetime | None = ...,
         include_expired: Literal[False] = ...,
         timeout: float = ...,
+        claimant: str | None = ...,
+        retake: bool = ...,
     ) -> TurnResumed: ...
 
     @overload
@@ -429,6 +449,8 @@ class Turnlog:
         since: datetime | None = ...,
         include_expired: bool,
         timeout: float = ...,
+        claimant: str | None = ...,
+        retake: bool = ...,
     ) -> TurnResumed | PauseExpired: ...
 
     async def resumed_turn(
@@ -440,11 +462,165 @@ class Turnlog:
         since: datetime | None = None,
         include_expired: bool = False,
         timeout: float = 30.0,
+        claimant: str | None = None,
+        retake: bool = False,
     ) -> TurnResumed | PauseExpired:
-        """The resumed turn of one thread -- taking nothing from any other thread, or any group::
+        """The resumed turn of one thread, claimed for this process: the turn to continue::
 
             turn = await tl.resumed_turn(paused.thread_id, token_id=paused.token_id,
                                          since=paused.pause.occurred_at, timeout=30)
+
+        Which turn, and how it is read, as :meth:`peek_resumed_turn` (the read-only look);
+        then the turn is claimed (:meth:`continue_turn`): a second call, in this process or
+        any other, raises :class:`~turnlog.AlreadyContinued` naming who continues it, so the
+        turn is continued once. The claim stays taken (``turnlog show`` says by whom); to
+        say done when the step ran, or to hand the tool its idempotency key, use
+        :meth:`continue_turn`. ``retake=True`` takes a claim whose holder never said done (its
+        side effect may have run). A ``PauseExpired`` (``include_expired``) is returned as
+        read: there is nothing to continue.
+        """
+        self._check_open("resumed_turn")
+        turn = await self.peek_resumed_turn(
+            thread_id, token_id=token_id, checkpoint_id=checkpoint_id, since=since,
+            include_expired=include_expired, timeout=timeout,
+        )  # fmt: skip
+        if isinstance(turn, TurnResumed):
+            await self._claim(
+                turn.thread_id, turn.token_id, "", "retake" if retake else "claim",
+                claimant, timeout,
+            )  # fmt: skip
+        return turn
+
+    def continue_turn(
+        self,
+        token: str,
+        *,
+        timeout: float = 30.0,
+        retake: bool = False,
+        claimant: str | None = None,
+    ) -> ContinueCall:
+        """Wait for the resumed turn of the pause ``token`` was issued for (for a pause of
+        several calls, any call's token: the group's turn), then claim it -- continued once,
+        whoever else tries::
+
+            async with tl.continue_turn(paused.token) as c:
+                deploy(**approved_call(c.turn).arguments, idempotency_key=c.idempotency_key)
+            # leaving the block said done; or: c = await tl.continue_turn(token); ...; c.done()
+
+        The claim is decided by the worker that owns the thread's partition, in a transaction
+        against the token ledger, like an answer: the first claim wins; any other -- the same
+        step run twice, two replicas, a retried job -- raises :class:`~turnlog.AlreadyContinued`
+        naming who holds it and when, and must run nothing. A claim whose holder died before
+        :meth:`Continuation.done` stays taken (``turnlog show``); ``retake=True`` takes it
+        again, with a WARNING that its side effect may have run; a finished claim is never
+        taken again. The token is checked here and by the worker (signature, issuer,
+        audience; not its window: a turn may be continued after its pause closed);
+        :class:`~turnlog.ContinuationRefused` names any other refusal, ``claimant`` (default
+        ``host:pid``) is how others see this process. ``timeout`` bounds the wait for the turn
+        (:class:`~turnlog.ResumedTurnTimeout`) and then for the decision
+        (:class:`~turnlog.ClaimTimeout`).
+        """
+        self._check_open("continue_turn")
+        return ContinueCall(partial(self._continue, token, timeout, retake, claimant))
+
+    async def _continue(
+        self, token: str, timeout: float, retake: bool, claimant: str | None
+    ) -> Continuation:
+        self._check_open("continue_turn")
+        self._raise_worker_failure()
+        claims = self._claims_of(token)
+        turn = await self.peek_resumed_turn(
+            claims.thread_id, token_id=claims.token_id, since=claims.issued_at, timeout=timeout
+        )
+        if retake:
+            log.warning(
+                "taking the resumed turn of thread %s again: whoever held it never said done, "
+                "and its side effect may have run",
+                claims.thread_id,
+            )
+        row = await self._claim(
+            claims.thread_id, claims.token_id, token, "retake" if retake else "claim",
+            claimant, timeout,
+        )  # fmt: skip
+        return Continuation(turn, row, retaken=retake, finish=self._finish_claim)
+
+    def _claims_of(self, token: str) -> PauseClaims:
+        """The token's claims, its signature checked but not its window (a turn may be
+        continued after its pause closed): a forged or foreign token goes no further."""
+        try:
+            parsed = parse_token(token)
+            stamps = [parsed.payload.get("iat"), parsed.payload.get("nbf")]
+            moments = [v for v in stamps if isinstance(v, int | float)]
+            at = datetime.fromtimestamp(max(moments), UTC) if moments else utc_now()
+            return self.verifier.verify_parsed(parsed, at)
+        except Refused as refused:
+            raise ContinuationRefused(refused.refusal) from None
+
+    async def _claim(
+        self,
+        thread_id: str,
+        token_id: str,
+        token: str,
+        action: str,
+        claimant: str | None,
+        timeout: float,
+        claim_id: str | None = None,
+    ) -> TokenConsumed:
+        if self._publisher is None:
+            self._publisher = AnswerPublisher(self.settings, self.verifier, topics=self.topics)
+        request = claim_request(
+            thread_id, token_id, action=action, claimant=claimant or default_claimant(),
+            token=token, claim_id=claim_id,
+        )  # fmt: skip
+        return await decide(self.settings, self.topics, self._publisher, request, timeout=timeout)
+
+    async def _finish_claim(self, continuation: Continuation) -> None:
+        self._check_open("Continuation.done")
+        await self._claim(
+            continuation.turn.thread_id, continuation.token_id, "", "finish",
+            continuation.claimant, self._read_timeout, claim_id=continuation.claim_id,
+        )  # fmt: skip
+
+    @overload
+    async def peek_resumed_turn(
+        self,
+        thread_id: str,
+        *,
+        token_id: str | None = ...,
+        checkpoint_id: str | None = ...,
+        since: datetime | None = ...,
+        include_expired: Literal[False] = ...,
+        timeout: float = ...,
+    ) -> TurnResumed: ...
+
+    @overload
+    async def peek_resumed_turn(
+        self,
+        thread_id: str,
+        *,
+        token_id: str | None = ...,
+        checkpoint_id: str | None = ...,
+        since: datetime | None = ...,
+        include_expired: bool,
+        timeout: float = ...,
+    ) -> TurnResumed | PauseExpired: ...
+
+    async def peek_resumed_turn(
+        self,
+        thread_id: str,
+        *,
+        token_id: str | None = None,
+        checkpoint_id: str | None = None,
+        since: datetime | None = None,
+        include_expired: bool = False,
+        timeout: float = 30.0,
+    ) -> TurnResumed | PauseExpired:
+        """The resumed turn of one thread, read and not claimed -- to look at it (a dashboard,
+        a test, a log), never to continue it: :meth:`resumed_turn` and :meth:`continue_turn`
+        claim it first, so that it is continued once::
+
+            turn = await tl.peek_resumed_turn(paused.thread_id, token_id=paused.token_id,
+                                              since=paused.pause.occurred_at, timeout=30)
 
         A continuation of one thread (a request handler, a one-shot script) reads the thread's
         partition of the resumed topic, ``read_committed``, with no consumer group: it commits
@@ -453,9 +629,8 @@ class Turnlog:
 
         Which turn: ``token_id``'s (the one turn of that pause), else the thread's newest on the
         log -- of ``checkpoint_id``, if given -- else the first to arrive. It is a read, not a
-        take: called again, it returns the same turn, and a group loop gets it too, so one
-        deployment continues a thread's turns either here or in a :meth:`resumed` loop, and a
-        continuation keyed by ``turn.token_id`` is safe to repeat. A thread that pauses again
+        take: called again, it returns the same turn, and a group loop gets it too. A thread
+        that pauses again
         passes the new pause's ``token_id``, or the previous turn is the newest. ``since`` (an
         aware datetime, e.g. ``paused.pause.occurred_at``) starts the read at the records
         written from then on instead of the partition's beginning: a week's retention is read
@@ -464,7 +639,7 @@ class Turnlog:
         :class:`~turnlog.ResumedTurnTimeout` (a :class:`TimeoutError`) when no such turn came
         within ``timeout`` seconds; :class:`TurnlogClosed` when this object closes meanwhile.
         """
-        self._check_open("resumed_turn")
+        self._check_open("peek_resumed_turn")
         self._raise_worker_failure()
         read = asyncio.ensure_future(
             read_thread_turn(
@@ -484,7 +659,7 @@ class Turnlog:
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if self._closed and read.cancelled() and not (task and task.cancelling()):
-                raise TurnlogClosed("resumed_turn") from None  # close() ended the read
+                raise TurnlogClosed("peek_resumed_turn") from None  # close() ended the read
             raise
         finally:
             self._continuations.discard(read)
@@ -519,14 +694,16 @@ class Turnlog:
         detached = _is_own_task()
         try:
             # The store first: a store another worker holds is refused at once, not after a
-            # wait on the broker. Then first contact (a never-reached address fails in
-            # connect_timeout_seconds, before any client exists) and one WARNING line when a
-            # restart can lose a resume.
+            # wait on the broker. Then first contact -- a service's: a broker down when the
+            # worker starts is waited out for broker_timeout_seconds, as an outage would be,
+            # before any client exists -- and one WARNING line when a restart can lose a resume.
             store = Store.open(path)
             try:
-                await warn_if_lone_replicas(self.settings, self.topics)
-                # The registry wire's schemas, before any client exists: a refusal is one line.
-                await prepare_wire(self.settings, self.topics)
+                with as_service("resume worker"):
+                    await warn_if_lone_replicas(self.settings, self.topics)
+                    # The registry wire's schemas, before any client exists: a refusal is one
+                    # line.
+                    await prepare_wire(self.settings, self.topics)
             except BaseException:
                 store.close()
                 raise
@@ -608,4 +785,4 @@ def _is_own_task() -> bool:
     return getattr(coro, "cr_code", None) is Turnlog.run_worker.__code__
 
 
-__all__ = ["AnswerOutcome", "Paused", "Turnlog", "TurnlogClosed"]
+__all__ = ["AnswerOutcome", "Continuation", "Paused", "Turnlog", "TurnlogClosed"]

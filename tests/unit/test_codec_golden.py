@@ -23,6 +23,7 @@ from turnlog.contracts.events import (
     AnswerRejected,
     AnswerSubmitted,
     AskUserAnswered,
+    ContinuationRequested,
     PauseExpired,
     PauseRecorded,
     TokenConsumed,
@@ -117,6 +118,19 @@ GOLDEN: dict[str, WireValue] = {
         thread_id="thread-42",
         checkpoint_id="cp-0001",
         outcome="resumed",
+        claim_id="claim-1",
+        claimant="agent-host:4242",
+        claimed_at_ms=1747474215250,
+        claim_state="claimed",
+    ),
+    "ContinuationRequested": ContinuationRequested(
+        **_EVENT,
+        claim_id="claim-1",
+        thread_id="thread-42",
+        token_id="tok-1",
+        action="claim",
+        claimant="agent-host:4242",
+        token="eyJ.eyJ.sig",
     ),
     "AnswerRejected": AnswerRejected(
         **_EVENT,
@@ -142,11 +156,22 @@ GOLDEN: dict[str, WireValue] = {
 
 #: Values as an earlier schema version wrote them, and the fields it did not have: today's
 #: reader fills those in with their defaults. Name: ``<type>.<version>``, as in schemas/history.
+_CLAIM_FIELDS = ("claim_id", "claimant", "claimed_at_ms", "claim_state")
+_UNCLAIMED = replace(
+    GOLDEN["TokenConsumed"],  # type: ignore[type-var]
+    claim_id="",
+    claimant="",
+    claimed_at_ms=0,
+    claim_state="",
+)
+
 HISTORY: dict[str, tuple[WireValue, tuple[str, ...]]] = {
     "TurnResumed.v1": (replace(_RESUMED, answered=None), ("answered", "answers")),
     "TurnResumed.v2": (_RESUMED, ("answers",)),
     "PauseRecorded.v1": (GOLDEN["PauseRecorded"], ("group",)),
-    "TokenConsumed.v1": (GOLDEN["TokenConsumed"], ("response_json",)),
+    "PauseExpired.v1": (GOLDEN["PauseExpired"], ("reason",)),
+    "TokenConsumed.v1": (_UNCLAIMED, ("response_json", *_CLAIM_FIELDS)),
+    "TokenConsumed.v2": (_UNCLAIMED, _CLAIM_FIELDS),
     "AnswerSubmitted.v1": (
         replace(GOLDEN["AnswerSubmitted"], answered_by=None, answered_by_issuer=None),  # type: ignore[type-var]
         ("answered_by", "answered_by_issuer"),

@@ -142,6 +142,13 @@ def test_the_worker_direct_writers_frame_as_the_codec_does() -> None:
         consumed.thread_id,  # type: ignore[union-attr]
         consumed.checkpoint_id,  # type: ignore[union-attr]
         consumed.outcome,  # type: ignore[union-attr]
+        "",
+        (
+            consumed.claim_id,  # type: ignore[union-attr]
+            consumed.claimant,  # type: ignore[union-attr]
+            consumed.claimed_at_ms,  # type: ignore[union-attr]
+            consumed.claim_state,  # type: ignore[union-attr]
+        ),
     )
     assert direct == codec.encode(consumed)
     turn = GOLDEN["TurnResumed"]

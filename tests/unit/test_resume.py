@@ -507,6 +507,10 @@ def test_every_reason_the_function_can_give_has_a_case() -> None:
         RefusalReason.MISROUTED,
         RefusalReason.ANSWER_UNPROCESSABLE,
         RefusalReason.ANSWER_TOO_LARGE,
+        # a claim's rules (step 8), decided by consumers/claiming.py, not by an answer
+        RefusalReason.NOT_RESUMED,
+        RefusalReason.ALREADY_CONTINUED,
+        RefusalReason.CLAIM_NOT_HELD,
     }
 
 
@@ -639,8 +643,8 @@ def test_a_replay_of_the_answer_that_spent_the_token_is_recognised() -> None:
     assert not is_replay(answer, None)
 
 
-def test_every_reason_belongs_to_one_of_steps_one_to_five() -> None:
-    assert {r.step for r in RefusalReason} == {1, 2, 3, 4, 5}
+def test_every_reason_belongs_to_one_of_steps_one_to_five_or_the_claim() -> None:
+    assert {r.step for r in RefusalReason} == {1, 2, 3, 4, 5, 8}
     assert all(r.value == r.value.lower() and " " not in r.value for r in RefusalReason)
 
 

@@ -146,7 +146,9 @@ def test_fingerprints_match_a_hand_written_java_canonical_form() -> None:
         '{"name":"package_version","type":"string"},{"name":"token_id","type":"string"},'
         '{"name":"answer_id","type":"string"},{"name":"thread_id","type":"string"},'
         '{"name":"checkpoint_id","type":"string"},{"name":"outcome","type":"string"},'
-        '{"name":"response_json","type":"string"}]}'
+        '{"name":"response_json","type":"string"},{"name":"claim_id","type":"string"},'
+        '{"name":"claimant","type":"string"},{"name":"claimed_at_ms","type":"long"},'
+        '{"name":"claim_state","type":"string"}]}'
     )
     assert codec.fingerprint_of("ToolCall") == crc64_avro(tool_call)
     assert codec.fingerprint_of("TokenConsumed") == crc64_avro(token_consumed)

@@ -64,12 +64,13 @@ def test_any_mix_of_ids(store: Store, ids: list[str]) -> None:
 def test_consumptions_put_together_are_the_consumptions_put_one_by_one(tmp_path: Path) -> None:
     # Read ahead in one multi-get, the ledger and token entries a consumption reads; the batch's
     # own changes still come first (a token spent twice in one batch, a pause put in the batch).
-    spent = [
-        ("t1", "k1", "resumed", "a1", ""),  # already spent in the store: its old row goes
-        ("t2", "k2", "held", "a2", '{"approved":true}'),  # a held answer keeps its response
-        ("t2", "k2", "expired", "", ""),  # the same token again, in the same batch
-        ("t9", "k9", "resumed", "a9", ""),  # a pause put in this very batch
-        ("t7", "nope", "resumed", "a7", ""),  # no pause anywhere
+    claim = ("c1", "host:1", 1700000000000, "claimed")
+    spent: list[tuple[str, str, str, str, str, tuple[str, str, int, str] | None]] = [
+        ("t1", "k1", "resumed", "a1", "", None),  # already spent in the store: its old row goes
+        ("t2", "k2", "held", "a2", '{"approved":true}', None),  # a held answer keeps its response
+        ("t2", "k2", "expired", "", "", None),  # the same token again, in the same batch
+        ("t9", "k9", "resumed", "a9", "", claim),  # a pause put in this very batch, claimed
+        ("t7", "nope", "resumed", "a7", "", None),  # no pause anywhere
     ]
     digests = []
     for together in (False, True):
@@ -87,4 +88,7 @@ def test_consumptions_put_together_are_the_consumptions_put_one_by_one(tmp_path:
                         b.put_consumption(*entry)
             digests.append(store.digest())
             assert store.ledger("k2") is not None and store.ledger("k9") is not None
+            claimed = store.ledger("k9")
+            assert claimed is not None and claimed.claim_id == "c1"
+            assert (claimed.claimant, claimed.claimed_at_ms, claimed.claim_state) == claim[1:]
     assert digests[0] == digests[1]

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 
 from turnlog.consumers import screening
 from turnlog.consumers.acceptance import Accepted, Output, Verified, accept
+from turnlog.consumers.claiming import ClaimDecider
 from turnlog.consumers.screening import (
     DETAIL_CHARS,
     ID_CHARS,
@@ -45,7 +46,13 @@ from turnlog.consumers.screening import (
 from turnlog.consumers.signatures import SignatureChecks
 from turnlog.consumers.views import BatchStoreView, CatchUp, StoreView, SupersedeView
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approved_arguments
-from turnlog.contracts.events import AnswerSubmitted, PauseRecorded, TokenConsumed, TurnResumed
+from turnlog.contracts.events import (
+    AnswerSubmitted,
+    ContinuationRequested,
+    PauseRecorded,
+    TokenConsumed,
+    TurnResumed,
+)
 from turnlog.contracts.group import (
     CallAnswer,
     Observed,
@@ -86,6 +93,8 @@ class Handled:
     #: a repair request that wrote the missing half of an outcome
     repaired: bool = False
     refusal: Refusal | None = None
+    #: a continuation claim granted (or its holder's "done" recorded): ``consumers/claiming.py``
+    continued: bool = False
     #: For the worker's log line once committed (clipped; never the token).
     thread_id: str | None = None
     answer_id: str | None = None
@@ -104,6 +113,13 @@ class _Parsed:
 
 
 @dataclass
+class _Claim:
+    """A continuation claim read where answers are (``consumers/claiming.py`` decides it)."""
+
+    request: ContinuationRequested
+
+
+@dataclass
 class _Checked:
     """An answer that is routed right and not a replay, with its one token verification."""
 
@@ -119,7 +135,7 @@ class StartedBatch:
     signatures being checked."""
 
     records: Sequence[Record]
-    first: list[_Parsed | Handled]
+    first: list[_Parsed | _Claim | Handled]
     prefetched: _Prefetched
     due: list[tuple[_Parsed, ParsedToken]]
     checks: Awaitable[list[PauseClaims | Exception]] | None
@@ -172,6 +188,9 @@ class AnswerHandler:
         self.catch_up = catch_up
         self.max_record_bytes = max_record_bytes
         self._signatures = SignatureChecks(verifier, verify_threads)
+        self._claims = ClaimDecider(
+            topics=topics, partitions=partitions, verifier=verifier, view=view
+        )
 
     async def handle(
         self, record: Record, pending: dict[str, LedgerEntry], now: datetime
@@ -196,7 +215,7 @@ class AnswerHandler:
         every partition's batch of a round before it finishes the first, so the checks of one
         run while the event loop's thread handles another. ``pending`` must be the mapping
         :meth:`finish_batch` is given (a retry it already holds needs no signature)."""
-        first: list[_Parsed | Handled] = []
+        first: list[_Parsed | _Claim | Handled] = []
         for record in records:
             if record.value is None:
                 first.append(Handled())  # a tombstone: the thread was forgotten
@@ -223,11 +242,33 @@ class AnswerHandler:
         for record, parsed in zip(started.records, started.first, strict=True):
             if isinstance(parsed, Handled):
                 handled.append(parsed)
+            elif isinstance(parsed, _Claim):
+                handled.append(self._claim(record, parsed.request, pending, now))
             else:
                 handled.append(await self._handle(record, parsed, pending, now, prefetched))
         return handled
 
-    def _prefetch(self, first: Sequence[_Parsed | Handled]) -> _Prefetched:
+    def _claim(
+        self,
+        record: Record,
+        request: ContinuationRequested,
+        pending: dict[str, LedgerEntry],
+        now: datetime,
+    ) -> Handled:
+        try:
+            decided = self._claims.decide(record, request, pending, now)
+        except Exception as exc:  # noqa: BLE001 - one record must never stop the worker
+            return self._unprocessable(record, exc, now)
+        return Handled(
+            outputs=decided.outputs,
+            continued=decided.granted,
+            duplicate=decided.duplicate,
+            refusal=decided.refusal,
+            thread_id=decided.thread_id,
+            answer_id=decided.claim_id,
+        )
+
+    def _prefetch(self, first: Sequence[_Parsed | _Claim | Handled]) -> _Prefetched:
         found = _Prefetched()
         view = self.view
         if not isinstance(view, BatchStoreView):
@@ -243,7 +284,7 @@ class AnswerHandler:
 
     @staticmethod
     def _due(
-        first: Sequence[_Parsed | Handled],
+        first: Sequence[_Parsed | _Claim | Handled],
         prefetched: _Prefetched,
         pending: Mapping[str, LedgerEntry],
     ) -> list[tuple[_Parsed, ParsedToken]]:
@@ -325,6 +366,8 @@ class AnswerHandler:
             return self._unprocessable(record, exc, now)
         if isinstance(parsed, Handled):
             return parsed  # not a routed answer: refused as any such record is
+        if isinstance(parsed, _Claim):
+            return Handled()  # a claim is decided when read, never repaired
         answer, token_id = parsed.answer, parsed.token_id
         answer_id = clip(answer.answer_id, ID_CHARS)
         ledger = None
@@ -392,10 +435,16 @@ class AnswerHandler:
 
     # -- the steps ----------------------------------------------------------------------------
 
-    def _parse(self, record: Record, value: bytes, now: datetime) -> _Parsed | Handled:
+    def _parse(self, record: Record, value: bytes, now: datetime) -> _Parsed | _Claim | Handled:
         try:
             answer = decode(value, AnswerSubmitted)
         except DecodeError as exc:
+            if exc.reason == "unexpected_type":
+                # Not an answer: a claim is the one other record the answers topic carries.
+                try:
+                    return _Claim(decode(value, ContinuationRequested))
+                except DecodeError:
+                    pass
             refusal = Refusal(RefusalReason.ANSWER_UNDECODABLE, f"{exc.reason}: {exc.detail}")
             return self._reject(record, refusal, now, thread_id=key_thread(record.key))
         misrouted = screening.misrouted(record, answer, self.partitions)

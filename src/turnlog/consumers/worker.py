@@ -65,6 +65,7 @@ from turnlog.contracts.interactions import InteractionRegistry
 from turnlog.contracts.ledger import LedgerEntry, Outcome, retire_before_ms
 from turnlog.errors import BrokerUnavailable, ConfigurationError, StoreError
 from turnlog.kafka import clients
+from turnlog.kafka.finalization import UNFINALIZED_REASON, WINDOW_REASON
 from turnlog.kafka.lifecycle import Lifecycle
 from turnlog.kafka.partitioning import consumption_key, partition_for
 from turnlog.kafka.reader import BrokerOutage, LogReader, Record, close_consumer
@@ -836,6 +837,8 @@ class ResumeWorker(Lifecycle):
                 self.metrics.resume_latency.observe(max(0.0, committed_at - stamp / 1000))
         elif handled.repaired:
             outcome = "repaired"
+        elif handled.continued:
+            outcome = "continued"
         elif handled.held:
             outcome = "held"
         elif handled.duplicate:
@@ -945,6 +948,7 @@ class ResumeWorker(Lifecycle):
         # shows (and a later one that does is how its end shows).
         await asyncio.wait_for(self._restore(self.owned, pauses_only=True), _PROBE_SECONDS)
         async with self._lock:
+            await self._expire_unfinalized()
             await self._expire_due()
             await self._retire_due()
 
@@ -977,6 +981,47 @@ class ResumeWorker(Lifecycle):
                 self.stats.expired += len(pauses)
                 self.metrics.expired.inc(len(pauses))
 
+    async def _expire_unfinalized(self) -> None:
+        """Expire the pauses of owned partitions left in the crash window: written unfinalized
+        longer than ``finalize_timeout_seconds`` ago and never finalized -- their writer died
+        before their turn's state was complete, so no answer may resume them. Each gets its
+        ``PauseExpired`` (reason ``unfinalized``) and its token is spent, once, as any expiry;
+        a worker that starts or takes a partition over does so at its first sweep. The index
+        read holds only the writes not finalized yet: nothing is read on the answers' path."""
+        now = self.clock()
+        now_ms = int(now.timestamp() * 1000)
+        line = self._retire_line(now)
+        bound = now_ms - self.settings.finalize_timeout_seconds * 1000
+        due: dict[int, list[PauseRecorded]] = {}
+        for left in self.store.unfinalized(bound):
+            p = self._partition_of(left.thread_id)
+            if left.spent or left.expires_at_ms < line or p not in self._owners:
+                continue
+            pause = self._applier.pause(left.token_id)
+            if pause is not None:
+                due.setdefault(p, []).append(pause)
+        for p, pauses in due.items():
+            outputs = [out for one in pauses for out in self._expiry(one, now, UNFINALIZED_REASON)]
+            if await self._commit(p, outputs, {}):
+                self._applier.record_consumptions(
+                    {
+                        one.token_id: LedgerEntry(Outcome.EXPIRED, "", one.checkpoint.thread_id)
+                        for one in pauses
+                    }
+                )
+                self.stats.expired += len(pauses)
+                self.metrics.expired.inc(len(pauses))
+                for one in pauses:
+                    log.warning(
+                        "expired the pause of thread %s, checkpoint %s (token %s): written "
+                        "unfinalized at %s and not finalized within %ss (its writer stopped in "
+                        "the crash window); it is never resumed",
+                        one.checkpoint.thread_id, one.checkpoint.checkpoint_id, one.token_id,
+                        one.occurred_at.isoformat(), self.settings.finalize_timeout_seconds,
+                        extra={"event": "expired", "reason": UNFINALIZED_REASON,
+                               "thread_id": one.checkpoint.thread_id, "partition": p},
+                    )  # fmt: skip
+
     async def _retire_due(self) -> None:
         """Retire the ledger rows of owned partitions whose tokens can no longer be spent.
 
@@ -1008,7 +1053,9 @@ class ResumeWorker(Lifecycle):
     def _partition_of(self, thread_id: str) -> int:
         return partition_for(thread_id, self._partitions)
 
-    def _expiry(self, pause: PauseRecorded, now: datetime) -> list[Output]:
+    def _expiry(
+        self, pause: PauseRecorded, now: datetime, reason: str = WINDOW_REASON
+    ) -> list[Output]:
         cp, token_id = pause.checkpoint, pause.token_id
         consumed = TokenConsumed(
             **event_meta(now), token_id=token_id, answer_id="", thread_id=cp.thread_id,
@@ -1019,6 +1066,7 @@ class ResumeWorker(Lifecycle):
             **event_meta(now, derived_event_id("expired", token_id)), token_id=token_id,
             thread_id=cp.thread_id, checkpoint_id=cp.checkpoint_id, run_id=cp.run_id,
             session_id=cp.session_id, tool_call_id=cp.tool_call_id, expires_at=pause.expires_at,
+            reason=reason,
         )  # fmt: skip
         return [
             (self.topics.consumptions, consumption_key(cp.thread_id, token_id), encode(consumed)),

@@ -85,6 +85,12 @@ class TokenConsumed(Event):
     checkpoint_id: str
     outcome: str  # "resumed" | "held" | "expired"
     response_json: str = ""
+    #: The continuation claim of a resumed turn (:class:`ContinuationRequested`): who holds it,
+    #: since when, and whether its holder said done. Empty until someone claims the turn.
+    claim_id: str = ""
+    claimant: str = ""
+    claimed_at_ms: int = 0
+    claim_state: str = ""  # "" | "claimed" | "finished"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,7 +107,8 @@ class AnswerRejected(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PauseExpired(Event):
-    """A pause whose window closed before a valid answer arrived; its token can no longer resume."""
+    """A pause closed unanswered; its token can no longer resume. ``reason``: its window closed
+    (``window_closed``), or its write was never finalized (``unfinalized``: the crash window)."""
 
     token_id: str
     thread_id: str
@@ -110,6 +117,7 @@ class PauseExpired(Event):
     session_id: str
     tool_call_id: str
     expires_at: datetime
+    reason: str = "window_closed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +157,30 @@ class TurnResumed(Event):
             object.__setattr__(self, "answers", tuple(self.answers))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContinuationRequested(Event):
+    """A claim on a resumed turn (``action`` ``claim``), a stale claim taken again
+    (``retake``), or its holder saying done (``finish``): written beside the answers, on the
+    thread's partition, so the partition's one owner decides it in a transaction against the
+    token ledger, as it decides answers. Reading a resumed turn is no permission to continue it:
+    two readers would both run the approved call. ``token`` is the pause token when the claimant
+    holds it (checked); ``thread_id`` and ``token_id`` are never trusted before that check and
+    the ledger agree."""
+
+    claim_id: str
+    thread_id: str
+    token_id: str
+    action: str  # "claim" | "retake" | "finish"
+    claimant: str
+    token: str = ""
+
+
 AnyEvent = (
-    PauseRecorded | AnswerSubmitted | TokenConsumed | AnswerRejected | PauseExpired | TurnResumed
+    PauseRecorded
+    | AnswerSubmitted
+    | TokenConsumed
+    | AnswerRejected
+    | PauseExpired
+    | TurnResumed
+    | ContinuationRequested
 )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 
 class Outcome(StrEnum):
@@ -25,15 +26,45 @@ class Outcome(StrEnum):
     EXPIRED = "expired"
 
 
+class ClaimState(StrEnum):
+    """Where the continuation of a resumed turn stands (``TokenConsumed.claim_state``)."""
+
+    #: taken; its holder has not said done -- the side effect may or may not have run
+    CLAIMED = "claimed"
+    #: its holder said done: never taken again
+    FINISHED = "finished"
+
+
 @dataclass(frozen=True, slots=True)
 class LedgerEntry:
     """A spent token: its outcome, the answer that spent it (empty for an expiry), its thread,
-    and for a held answer the response it gave (kept until its group resumes)."""
+    for a held answer the response it gave (kept until its group resumes), and for a resumed
+    turn the claim of whoever continues it."""
 
     outcome: Outcome
     answer_id: str
     thread_id: str = ""
     response_json: str = ""
+    #: The continuation claim of a resumed turn (empty: nobody claimed it yet): who holds it,
+    #: since when (ms), and whether it is ``claimed`` or ``finished``.
+    claim_id: str = ""
+    claimant: str = ""
+    claimed_at_ms: int = 0
+    claim_state: str = ""
+
+    @property
+    def claimed(self) -> bool:
+        """Whether somebody holds (or held, and finished) the continuation of this turn."""
+        return bool(self.claim_state)
+
+
+def claim_of(row: LedgerEntry | Any) -> tuple[str, str, int, str] | None:
+    """A ledger row's claim as the store keeps it, ``(claim_id, claimant, claimed_at_ms,
+    state)``; ``None`` when nobody claimed the turn. ``row`` is a :class:`LedgerEntry` or a
+    ``TokenConsumed`` read back (the same fields)."""
+    if not row.claim_state:
+        return None
+    return (row.claim_id, row.claimant, row.claimed_at_ms, row.claim_state)
 
 
 def retire_before_ms(now_ms: int, leeway_ms: int, keep_ms: int) -> int:

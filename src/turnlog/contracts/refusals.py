@@ -4,7 +4,9 @@ belongs to.
 The name is the whole interface: it is what ``AnswerRejected.reason`` carries, what a log line
 says and what an exception holds, so an operator reading any of the three learns the same rule.
 The step (1-5) tells which part of the contract refused; every one of them comes before the token
-is consumed (step 6), which is why a refused answer always leaves its pause resumable.
+is consumed (step 6), which is why a refused answer always leaves its pause resumable. Step 8 is
+the claim on a resumed turn (``consumers/claiming.py``): continuing it is decided once too, and a
+refused claim names its rule the same way.
 
 The four ``axis_missing_*`` names belong to step 2 but are checked before anything else: an
 unstated axis is a malformed answer, and checking it first means no key is touched for it.
@@ -65,6 +67,13 @@ class RefusalReason(StrEnum):
     ASKING_ROUND_MISSING = "asking_round_missing"
     ALREADY_CONSUMED = "already_consumed"
     PAUSE_EXPIRED = "pause_expired"
+    # after the seven steps: continuing the resumed turn is a claim, decided once
+    #: no resumed turn for that token on that thread (not answered yet, held, expired, unknown)
+    NOT_RESUMED = "not_resumed"
+    #: another claimant continues (or continued) the resumed turn
+    ALREADY_CONTINUED = "already_continued"
+    #: a claim said done by someone who does not hold it
+    CLAIM_NOT_HELD = "claim_not_held"
 
     @property
     def step(self) -> int:
@@ -103,6 +112,9 @@ _STEPS: dict[RefusalReason, int] = {
     RefusalReason.ASKING_ROUND_MISSING: 5,
     RefusalReason.ALREADY_CONSUMED: 5,
     RefusalReason.PAUSE_EXPIRED: 5,
+    RefusalReason.NOT_RESUMED: 8,
+    RefusalReason.ALREADY_CONTINUED: 8,
+    RefusalReason.CLAIM_NOT_HELD: 8,
 }
 
 

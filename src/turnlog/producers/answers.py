@@ -31,7 +31,7 @@ from aiokafka.errors import KafkaConnectionError
 
 from turnlog._version import __version__
 from turnlog.clock import utc_now
-from turnlog.contracts.events import AnswerSubmitted
+from turnlog.contracts.events import AnswerSubmitted, ContinuationRequested
 from turnlog.contracts.refusals import Refusal, RefusalReason, Refused, refuse
 from turnlog.contracts.resume import mismatched_axis, missing_axis
 from turnlog.errors import ConfigurationError
@@ -250,10 +250,23 @@ class AnswerPublisher(Lifecycle):
         trace = tracing.child_of(parent) if parent is not None else tracing.start()
         # An unreadable token still has to go somewhere for the worker to refuse it by name.
         thread = answer.thread_id or "-"
-        key = answer_key(thread, answer.answer_id)
-        value = encode(answer)
+        partition, offset = await self._send(thread, answer.answer_id, encode(answer), trace)
+        return PublishedAnswer(answer, partition, offset, str(trace))
 
-        async def attempt() -> PublishedAnswer:
+    async def publish_claim(self, request: ContinuationRequested) -> tuple[int, int]:
+        """Publish a continuation claim (``consumers/claiming.py``) beside the answers, keyed
+        and partitioned as an answer of its thread; its partition and offset. Retried while
+        the broker is unreachable, with the same key: a retry is the same request."""
+        return await self._send(
+            request.thread_id, request.claim_id, encode(request), tracing.start()
+        )
+
+    async def _send(
+        self, thread: str, record_id: str, value: bytes, trace: tracing.TraceParent
+    ) -> tuple[int, int]:
+        key = answer_key(thread, record_id)
+
+        async def attempt() -> tuple[int, int]:
             producer, partitions = await self._open()
             partition = partition_for(thread, partitions)
             try:
@@ -270,7 +283,7 @@ class AnswerPublisher(Lifecycle):
                     # Another send's outage replaced the producer under this one: retry too.
                     raise KafkaConnectionError(f"the producer was restarted: {exc}") from exc
                 raise
-            return PublishedAnswer(answer, partition, metadata.offset, str(trace))
+            return partition, int(metadata.offset)
 
         return await ride_out(
             attempt, settings=self.settings, who="publisher", timeout=attempt_timeout(self.settings)

@@ -17,8 +17,9 @@ from datetime import datetime
 
 from turnlog.contracts.events import PauseRecorded, TokenConsumed
 from turnlog.contracts.group import view_for_token
-from turnlog.contracts.ledger import LedgerEntry
+from turnlog.contracts.ledger import LedgerEntry, claim_of
 from turnlog.errors import DecodeError
+from turnlog.kafka.finalization import is_unfinalized
 from turnlog.kafka.partitioning import split_key
 from turnlog.kafka.reader import Record
 from turnlog.kafka.topics import TopicSet
@@ -101,7 +102,7 @@ class StoreApplier:
         batch.put_pause(
             cp.thread_id,
             cp.checkpoint_id,
-            cp.sequence,
+            record.offset,  # the log's order of writes (a thread's partition is one)
             record.value,
             token_id=pause.token_id,
             expires_at_ms=pause.expires_at_ms,
@@ -110,6 +111,7 @@ class StoreApplier:
             group_tokens=[call["token_id"] for call in pause.group],
             facts=facts_of(pause),
             group_facts=group_facts_of(pause),
+            unfinalized=is_unfinalized(getattr(record, "headers", None)),
         )
 
     def _consumption(self, batch: Batch, record: Record) -> None:
@@ -126,6 +128,7 @@ class StoreApplier:
             consumed.outcome,
             consumed.answer_id,
             consumed.response_json,
+            claim_of(consumed),
         )
 
     # -- reads used by the resume worker --------------------------------------------------------
@@ -160,6 +163,9 @@ class StoreApplier:
             return
         with self.store.batch() as batch:
             batch.put_consumptions(
-                (entry.thread_id, token_id, entry.outcome, entry.answer_id, entry.response_json)
+                (
+                    entry.thread_id, token_id, entry.outcome, entry.answer_id,
+                    entry.response_json, claim_of(entry),
+                )  # fmt: skip
                 for token_id, entry in spent.items()
             )

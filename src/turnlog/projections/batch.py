@@ -34,6 +34,7 @@ from turnlog.projections.layout import (
     SPENT,
     THREAD_TOKENS,
     TOKENS,
+    UNFINALIZED,
     WAIT_ALL,
     WAIT_INTERACTION,
     WAIT_SCOPE,
@@ -48,6 +49,7 @@ from turnlog.projections.layout import (
     dump_ledger,
     dump_locator,
     dump_token,
+    dump_unfinalized,
     facet_prefix,
     load,
     offset_key,
@@ -165,7 +167,7 @@ class Batch:
         self,
         thread_id: str,
         checkpoint_id: str,
-        sequence: int,
+        order: int,
         value: bytes,
         *,
         token_id: str | None = None,
@@ -174,8 +176,15 @@ class Batch:
         group_tokens: Sequence[str] = (),
         facts: PauseFacts | None = None,
         group_facts: Mapping[str, PauseFacts] | None = None,
+        unfinalized: bool = False,
     ) -> None:
         """Record a checkpoint (a pauses record), replacing one with the same checkpoint id.
+
+        ``order`` places it among its thread's checkpoints: the offset of the pauses record (the
+        log's order of writes). A write of the same pause again -- its finalization, a copy --
+        keeps the place of the first; a new pause of the same checkpoint takes its own. An
+        ``unfinalized`` pause (written in the crash window) is in the unfinalized index until a
+        write of it that is not replaces it.
 
         With a token, the pause can be found by token and, until the token is spent, by deadline
         and in the waiting index, with ``facts`` (:func:`facts_of` its skim, which the caller
@@ -193,12 +202,15 @@ class Batch:
         deadline = None if expires_at_ms is None else u64(expires_at_ms, "expires_at_ms")
         prefix = thread_prefix(thread_id)
         own = checkpoint_id.encode("utf-8")
-        checkpoint = prefix + u64(sequence, "sequence") + own
+        u64(order, "order")
         others = [t for t in dict.fromkeys(group_tokens) if t != token_id]
-        self._delete_pause(thread_id, checkpoint_id, prefix + own)
+        before = self._delete_pause(thread_id, checkpoint_id, prefix + own)
+        if before is not None and token_id is not None and before["token_id"] == token_id:
+            order = before["order"]  # the same pause written again: its place is the first's
+        checkpoint = prefix + u64(order, "order") + own
         pending = self._pending
         pending[CHECKPOINTS][checkpoint] = bytes(value)
-        pending[PAUSES][prefix + own] = dump_locator(sequence, token_id, expires_at_ms, others)
+        pending[PAUSES][prefix + own] = dump_locator(order, token_id, expires_at_ms, others)
         if token_id is None or expires_at_ms is None or deadline is None:
             return
         for each in (token_id, *others):
@@ -207,11 +219,15 @@ class Batch:
                 was = deadline_key(load(previous)["expires_at"], each)
                 self._delete(DEADLINES, was)
                 self._delete(SPENT, was)
+                self._delete(UNFINALIZED, was)
                 self._unwait(was, "gone")
             pending[TOKENS][token] = dump_token(
-                thread_id, checkpoint_id, sequence, each, expires_at_ms, messages_hint
+                thread_id, checkpoint_id, order, each, expires_at_ms, messages_hint
             )
             key = deadline + token
+            if unfinalized:
+                paused_at = (facts or _facts_of_value(value)).paused_at_ms
+                pending[UNFINALIZED][key] = dump_unfinalized(thread_id, paused_at)
             if self._get(LEDGER, token) is None:
                 pending[DEADLINES][key] = thread_id.encode()
                 known = (group_facts or {}).get(each) or facts
@@ -225,15 +241,18 @@ class Batch:
         """Apply a tombstone on the pauses topic: the checkpoint and its token indexes go."""
         self._delete_pause(thread_id, checkpoint_id, pause_key(thread_id, checkpoint_id))
 
-    def _delete_pause(self, thread_id: str, checkpoint_id: str, key: bytes) -> None:
+    def _delete_pause(
+        self, thread_id: str, checkpoint_id: str, key: bytes
+    ) -> dict[str, Any] | None:
+        """Delete the pause at ``key`` and its token indexes; its locator, if there was one."""
         raw = self._get(PAUSES, key)
         if raw is None:
-            return
+            return None
         locator = load(raw)
         self._delete(PAUSES, key)
-        self._delete(CHECKPOINTS, checkpoint_key(thread_id, locator["sequence"], checkpoint_id))
+        self._delete(CHECKPOINTS, checkpoint_key(thread_id, locator["order"], checkpoint_id))
         if locator["token_id"] is None:
-            return
+            return locator
         for token_id in (locator["token_id"], *locator.get("group", ())):
             info = self._get(TOKENS, token_id.encode())
             owner = None if info is None else load(info)
@@ -246,12 +265,16 @@ class Batch:
                 self._delete(TOKENS, token_id.encode())
                 self._delete(DEADLINES, was)
                 self._delete(SPENT, was)
+                self._delete(UNFINALIZED, was)
                 self._unwait(was, "gone")
+        return locator
 
-    def put_consumptions(self, spent: Iterable[tuple[str, str, str, str, str]]) -> None:
+    def put_consumptions(
+        self, spent: Iterable[tuple[str, str, str, str, str, tuple[str, str, int, str] | None]]
+    ) -> None:
         """:meth:`put_consumption` of each ``(thread_id, token_id, outcome, answer_id,
-        response_json)``, with the store's ledger and token entries they read fetched in one
-        multi-get each."""
+        response_json, claim)``, with the store's ledger and token entries they read fetched in
+        one multi-get each."""
         spent = list(spent)
         tokens = [item[1].encode() for item in spent]
         self.prefetch(LEDGER, tokens)
@@ -261,8 +284,8 @@ class Batch:
             if (info := self._get(TOKENS, token)) is not None:
                 waiting.append(WAIT_ALL + deadline_key(load(info)["expires_at"], token.decode()))
         self.prefetch(WAITING, waiting)
-        for thread_id, token_id, outcome, answer_id, response_json in spent:
-            self.put_consumption(thread_id, token_id, outcome, answer_id, response_json)
+        for thread_id, token_id, outcome, answer_id, response_json, claim in spent:
+            self.put_consumption(thread_id, token_id, outcome, answer_id, response_json, claim)
 
     def prefetch(self, family: str, keys: list[bytes]) -> None:
         """Read the stored values of ``keys`` now, in one go, for the reads this batch makes
@@ -281,16 +304,20 @@ class Batch:
         outcome: str,
         answer_id: str,
         response_json: str = "",
+        claim: tuple[str, str, int, str] | None = None,
     ) -> None:
         """Record the one final record of a token: it is spent and leaves the deadline index
-        (a held answer's ``response_json`` is kept on its row)."""
+        (a held answer's ``response_json`` is kept on its row, a resumed turn's ``claim``
+        ``(claim_id, claimant, claimed_at_ms, state)`` too)."""
         if outcome not in OUTCOMES:
             raise ValueError(f"a consumption outcome is one of {sorted(OUTCOMES)}, got {outcome!r}")
         by_thread = thread_token_key(thread_id, token_id)  # validates before anything changes
         token = token_id.encode()
         if (previous := self._get(LEDGER, token)) is not None:
             self._delete(THREAD_TOKENS, thread_token_key(load(previous)["thread_id"], token_id))
-        self._put(LEDGER, token, dump_ledger(outcome, answer_id, thread_id, response_json))
+        self._put(
+            LEDGER, token, dump_ledger(outcome, answer_id, thread_id, response_json, claim)
+        )
         self._put(THREAD_TOKENS, by_thread, b"")
         if (info := self._get(TOKENS, token)) is not None:
             pause = load(info)
@@ -317,7 +344,7 @@ class Batch:
             self._put(DEADLINES, key, pause["thread_id"].encode())
             stored = self._get(
                 CHECKPOINTS,
-                checkpoint_key(pause["thread_id"], pause["sequence"], pause["checkpoint_id"]),
+                checkpoint_key(pause["thread_id"], pause["order"], pause["checkpoint_id"]),
             )
             facts = _facts_of_value(stored, token_id)
             self._wait(key, pause["thread_id"], pause["checkpoint_id"], facts)
@@ -331,19 +358,6 @@ class Batch:
             self.delete_consumption(thread_id, key[len(prefix) :].decode())
         for key in self._keys(CHECKPOINTS, prefix):
             self._delete(CHECKPOINTS, key)
-
-    def put_index(self, family: str, key: bytes, value: bytes) -> None:
-        """Write one index entry as it is: for a store's layout migration, nothing else."""
-        self._put(family, key, value)
-
-    def put_waiting(
-        self, deadline: bytes, thread_id: str, checkpoint_id: str, stored: bytes | None
-    ) -> None:
-        """Put a pause of the deadline index (its key ``deadline``) into the waiting index,
-        with the facts of its stored record: for a store's layout migration, nothing else."""
-        self._unwait(deadline, "gone")
-        token_id = deadline[8:].decode()
-        self._wait(deadline, thread_id, checkpoint_id, _facts_of_value(stored, token_id))
 
     def set_offset(self, topic: str, partition: int, next_offset: int) -> None:
         """The next offset to apply of ``topic[partition]``, written with the data it produced."""

@@ -1,6 +1,7 @@
 """The key layout of the local store: one column family per index, fixed-width big-endian numbers.
 
-Keys sort the way the queries read them (a thread's checkpoints by sequence, pauses by deadline),
+Keys sort the way the queries read them (a thread's checkpoints in the log's order, pauses by
+deadline),
 so every query is a seek plus a bounded scan. Index values are canonical JSON (sorted keys, no
 spaces): small, readable with any tool, never pickled, and byte-identical for equal content, which
 the digest relies on.
@@ -18,19 +19,22 @@ from turnlog.contracts.ledger import Outcome
 from turnlog.kafka.partitioning import SEPARATOR, check_thread_id
 
 #: Bumped when the layout changes; a store of another layout is rebuilt, not read.
-#: 2: the spent index (the ledger's retirement finds its due rows by deadline); a store of
-#: layout 1 is migrated when it is opened read-write (``Store._migrate_from_1``).
+#: 2: the spent index (the ledger's retirement finds its due rows by deadline).
 #: 3: the waiting index and its counts (pages of pending pauses by scope and interaction, and
-#: how many wait, without reading every pause); a store of layout 2 is migrated when it is
-#: opened read-write (``Store._migrate_from_2``), one of layout 1 in both steps.
-LAYOUT_VERSION = 3
+#: how many wait, without reading every pause).
+#: 4: a thread's checkpoints in the log's order (the pause's offset, not the caller's
+#: ``sequence``) and the unfinalized index; no store of an earlier layout knows the offsets, so
+#: one is emptied when it is opened read-write and refilled from the log (``Store._refill``).
+LAYOUT_VERSION = 4
 
-#: thread NUL be64(sequence) checkpoint_id -> the caller's encoded pause/checkpoint value
+#: thread NUL be64(order) checkpoint_id -> the caller's encoded pause/checkpoint value; the
+#: order is the offset of the pause's first write on its partition of the pauses topic (one
+#: partition per thread), so a thread's checkpoints sort as the log holds them
 CHECKPOINTS = "checkpoints"
-#: thread NUL checkpoint_id -> {sequence, token_id, expires_at}: finds a checkpoint from its
+#: thread NUL checkpoint_id -> {order, token_id, expires_at}: finds a checkpoint from its
 #: pauses-topic key, which is all a tombstone carries
 PAUSES = "pauses"
-#: token_id -> {thread_id, checkpoint_id, sequence, expires_at}, then optionally a second line:
+#: token_id -> {thread_id, checkpoint_id, order, expires_at}, then optionally a second line:
 #: the hint the pause's skim left (where the checkpoint's messages stand in the stored record)
 TOKENS = "tokens"
 #: be64(expires_at_ms) token_id -> thread_id, for pauses whose token is not in the ledger
@@ -38,7 +42,7 @@ DEADLINES = "deadlines"
 #: be64(expires_at_ms) token_id -> thread_id, for pauses whose token is in the ledger: the
 #: rows the ledger's retirement finds by deadline (a pause is in DEADLINES or here, never both)
 SPENT = "spent"
-#: token_id -> {outcome, answer_id, thread_id}: the spent-token ledger
+#: token_id -> {outcome, answer_id, thread_id[, response_json][, claim]}: the spent-token ledger
 LEDGER = "ledger"
 #: thread NUL token_id -> b"": the ledger entries of a thread, so forgetting it finds them
 THREAD_TOKENS = "thread_tokens"
@@ -47,12 +51,18 @@ THREAD_TOKENS = "thread_tokens"
 #: ``facet be32(len) value be64(expires_at_ms) token_id`` -> b"" per facet (scope, interaction)
 #: that has a value, so a page of one scope or one interaction is a seek and a bounded scan.
 WAITING = "waiting"
+#: be64(expires_at_ms) token_id -> {paused_at, thread_id}: the pauses written unfinalized and
+#: not finalized since (the crash window, :mod:`turnlog.kafka.finalization`), whether their
+#: token is spent or not -- a function of the pauses alone, as the other pause indexes are
+UNFINALIZED = "unfinalized"
 #: offsets, the layout version and the waiting counts (:func:`count_key`); never part of user
 #: data or the digest
 META = "meta"
 
 USER_FAMILIES: tuple[str, ...] = tuple(
-    sorted((CHECKPOINTS, PAUSES, TOKENS, DEADLINES, SPENT, LEDGER, THREAD_TOKENS, WAITING))
+    sorted(
+        (CHECKPOINTS, PAUSES, TOKENS, DEADLINES, SPENT, LEDGER, THREAD_TOKENS, WAITING, UNFINALIZED)
+    )
 )
 ALL_FAMILIES: tuple[str, ...] = (*USER_FAMILIES, META)
 
@@ -80,8 +90,8 @@ def prefix_end(prefix: bytes) -> bytes:
     return prefix[:-1] + bytes([prefix[-1] + 1])
 
 
-def checkpoint_key(thread_id: str, sequence: int, checkpoint_id: str) -> bytes:
-    return thread_prefix(thread_id) + u64(sequence, "sequence") + checkpoint_id.encode("utf-8")
+def checkpoint_key(thread_id: str, order: int, checkpoint_id: str) -> bytes:
+    return thread_prefix(thread_id) + u64(order, "order") + checkpoint_id.encode("utf-8")
 
 
 def pause_key(thread_id: str, checkpoint_id: str) -> bytes:
@@ -234,21 +244,26 @@ def dump(record: dict[str, Any]) -> bytes:
 
 
 def dump_locator(
-    sequence: int, token_id: str | None, expires_at: int | None, group: Sequence[str] = ()
+    order: int, token_id: str | None, expires_at: int | None, group: Sequence[str] = ()
 ) -> bytes:
-    """``dump({"sequence": ..., "token_id": ..., "expires_at": ...})``: a pause's locator; a
+    """``dump({"order": ..., "token_id": ..., "expires_at": ...})``: a pause's locator; a
     pause of several calls also names the other calls' tokens (``"group"``)."""
     token = "null" if token_id is None else _STRING(token_id)
     expires = "null" if expires_at is None else int.__repr__(expires_at)
-    number = int.__repr__(sequence)
+    number = int.__repr__(order)
     others = f'"group":[{",".join(_STRING(t) for t in group)}],' if group else ""
-    return f'{{"expires_at":{expires},{others}"sequence":{number},"token_id":{token}}}'.encode()
+    return f'{{"expires_at":{expires},{others}"order":{number},"token_id":{token}}}'.encode()
+
+
+def dump_unfinalized(thread_id: str, paused_at_ms: int) -> bytes:
+    """``dump({"paused_at": ..., "thread_id": ...})``: an unfinalized pause's entry."""
+    return f'{{"paused_at":{int.__repr__(paused_at_ms)},"thread_id":{_STRING(thread_id)}}}'.encode()
 
 
 def dump_token(
     thread_id: str,
     checkpoint_id: str,
-    sequence: int,
+    order: int,
     token_id: str,
     expires_at: int,
     messages: Sequence[int] | None = None,
@@ -264,7 +279,7 @@ def dump_token(
     """
     entry = (
         f'{{"checkpoint_id":{_STRING(checkpoint_id)},"expires_at":{int.__repr__(expires_at)},'
-        f'"sequence":{int.__repr__(sequence)},"thread_id":{_STRING(thread_id)},'
+        f'"order":{int.__repr__(order)},"thread_id":{_STRING(thread_id)},'
         f'"token_id":{_STRING(token_id)}}}'
     )
     if messages:
@@ -285,12 +300,26 @@ def token_hint(raw: bytes) -> tuple[int, ...] | None:
         return None
 
 
-def dump_ledger(outcome: str, answer_id: str, thread_id: str, response_json: str = "") -> bytes:
+def dump_ledger(
+    outcome: str,
+    answer_id: str,
+    thread_id: str,
+    response_json: str = "",
+    claim: tuple[str, str, int, str] | None = None,
+) -> bytes:
     """``dump`` of a ledger entry: how the token was spent, by which answer, on which thread --
-    and for a held answer (one call of a group), its response, kept until the group resumes."""
+    for a held answer (one call of a group), its response, kept until the group resumes; for a
+    resumed turn somebody claimed, the claim ``(claim_id, claimant, claimed_at_ms, state)``."""
     held = f'"response_json":{_STRING(response_json)},' if response_json else ""
+    taken = ""
+    if claim is not None and claim[3]:
+        claim_id, claimant, at_ms, state = claim
+        taken = (
+            f'"claim":{{"at":{int(at_ms)},"by":{_STRING(claimant)},"id":{_STRING(claim_id)},'
+            f'"state":{_STRING(state)}}},'
+        )
     return (
-        f'{{"answer_id":{_STRING(answer_id)},"outcome":{_STRING(outcome)},'
+        f'{{"answer_id":{_STRING(answer_id)},{taken}"outcome":{_STRING(outcome)},'
         f'{held}"thread_id":{_STRING(thread_id)}}}'
     ).encode()
 

@@ -1,11 +1,11 @@
 """The local RocksDB store the projector writes and the resume worker and CLI read.
 
 It holds what the log says, indexed for the questions the resume path asks: a thread's
-checkpoints by sequence, the pause behind a token, the spent-token ledger, the pauses whose window
-has closed, and the next offset of every topic-partition applied. Every change, offsets included,
-is one RocksDB write batch, so after a crash data and offsets never disagree and replay restarts
-exactly where the data stops. Values are the caller's opaque encoded bytes; index entries use the
-fixed layout of :mod:`turnlog.projections.layout`. Nothing is pickled.
+checkpoints in the log's order, the pause behind a token, the spent-token ledger, the pauses whose
+window has closed, and the next offset of every topic-partition applied. Every change, offsets
+included, is one RocksDB write batch, so after a crash data and offsets never disagree and replay
+restarts exactly where the data stops. Values are the caller's opaque encoded bytes; index entries
+use the fixed layout of :mod:`turnlog.projections.layout`. Nothing is pickled.
 
 The indexes are a function of the content (the pauses and the ledger), never of the order it
 arrived in, so a live store and one rebuilt from the compacted topics have the same digest.
@@ -57,6 +57,7 @@ __all__ = [
     "PendingPage",
     "Store",
     "StoreLocked",
+    "UnfinalizedPause",
     "WaitingPause",
     "page_bound",
 ]
@@ -105,7 +106,8 @@ class PauseInfo(NamedTuple):
 
     thread_id: str
     checkpoint_id: str
-    sequence: int
+    #: Its place among the thread's checkpoints (the offset of its first write).
+    order: int
     token_id: str
     expires_at_ms: int
     value: bytes
@@ -117,6 +119,18 @@ class OpenPause(NamedTuple):
     token_id: str
     thread_id: str
     expires_at_ms: int
+
+
+class UnfinalizedPause(NamedTuple):
+    """A pause written unfinalized and not finalized since (the crash window)."""
+
+    token_id: str
+    thread_id: str
+    #: When it was written (its token's issue time), ms since the epoch.
+    paused_at_ms: int
+    expires_at_ms: int
+    #: Whether its token is spent (expired for it, or answered).
+    spent: bool
 
 
 class WaitingPause(NamedTuple):
@@ -228,7 +242,8 @@ class Store:
             raise StoreError(f"no store at {path} to open {mode}")
         if access is not None:
             present = _families_of(path)
-            added = [layout.SPENT, layout.WAITING]  # the families layouts 2 and 3 added
+            # the families layouts 2, 3 and 4 added
+            added = [layout.SPENT, layout.WAITING, layout.UNFINALIZED]
             old = next((v for v, f in enumerate(added, 1) if f not in present), None)
             if old is not None:
                 raise StoreError(
@@ -257,11 +272,8 @@ class Store:
 
     def _check_layout(self) -> None:
         found = self._get(layout.META, layout.VERSION_KEY)
-        if found == b"1" and self.mode == "read-write":
-            self._migrate_from_1()
-            self._migrate_from_2()
-        elif found == b"2" and self.mode == "read-write":
-            self._migrate_from_2()
+        if found in (b"1", b"2", b"3") and self.mode == "read-write":
+            self._refill()
         elif found is None and self.mode == "read-write":
             self._cf[layout.META][layout.VERSION_KEY] = str(layout.LAYOUT_VERSION).encode()
         elif found is not None and found != str(layout.LAYOUT_VERSION).encode():
@@ -270,64 +282,15 @@ class Store:
                 f"this build reads {layout.LAYOUT_VERSION}; rebuild it from the log"
             )
 
-    def _migrate_from_1(self) -> None:
-        """Layout 1 had no spent index: build it from the ledger and the token entries, so a
-        worker's store of the previous build is not rebuilt from the log to be read. The
-        version is written with the last batch: a migration cut short runs again (every put
-        is idempotent)."""
-        tokens = self._cf[layout.TOKENS]
-        low: bytes = b""
-        while True:
-            page = self._scan(layout.LEDGER, low, None, _PAGE)
-            last = len(page) < _PAGE
-            with self.batch() as batch:
-                for token, _ in page:
-                    raw = tokens.get(token)
-                    if raw is not None:
-                        info = layout.load(bytes(raw))
-                        key = layout.deadline_key(info["expires_at"], token.decode())
-                        batch.put_index(layout.SPENT, key, info["thread_id"].encode())
-                if last:
-                    batch.put_index(layout.META, layout.VERSION_KEY, b"2")
-            if last:
-                return
-            low = page[-1][0] + b"\x00"
-
-    def _migrate_from_2(self) -> None:
-        """Layout 2 had no waiting index nor counts: build them from the deadline index and
-        the pauses' records, as :meth:`_migrate_from_1` does (a cut-short migration runs again:
-        a pause put into the waiting index twice is counted once)."""
-        tokens = self._cf[layout.TOKENS]
-        checkpoints = self._cf[layout.CHECKPOINTS]
-        low: bytes = b""
-        while True:
-            page = self._scan(layout.DEADLINES, low, None, _PAGE)
-            last = len(page) < _PAGE
-            with self.batch() as batch:
-                for key, thread in page:
-                    _, token_id = layout.split_deadline_key(key)
-                    raw = tokens.get(token_id.encode())
-                    if raw is None:
-                        continue
-                    info = layout.load(bytes(raw))
-                    stored = checkpoints.get(
-                        layout.checkpoint_key(
-                            info["thread_id"], info["sequence"], info["checkpoint_id"]
-                        )
-                    )
-                    batch.put_waiting(
-                        key,
-                        thread.decode(),
-                        info["checkpoint_id"],
-                        None if stored is None else bytes(stored),
-                    )
-                if last:
-                    batch.put_index(
-                        layout.META, layout.VERSION_KEY, str(layout.LAYOUT_VERSION).encode()
-                    )
-            if last:
-                return
-            low = page[-1][0] + b"\x00"
+    def _refill(self) -> None:
+        """Layouts 1 to 3 ordered a thread's checkpoints by the caller's ``sequence`` and knew no
+        offset per pause: empty the store, offsets included, so that it is filled again from
+        the log like a new one (a worker restores it at its next take). The version is written
+        last: a refill cut short runs again."""
+        for family in layout.ALL_FAMILIES:
+            while page := self._scan(family, b"", None, _PAGE):
+                self._write({family: {key: None for key, _ in page}})
+        self._cf[layout.META][layout.VERSION_KEY] = str(layout.LAYOUT_VERSION).encode()
 
     def close(self) -> None:
         """Release the store (and its LOCK); safe to call twice.
@@ -410,7 +373,7 @@ class Store:
     # -- reading -------------------------------------------------------------------------------
 
     def latest(self, thread_id: str) -> bytes | None:
-        """The checkpoint with the highest sequence of the thread, if any."""
+        """The thread's newest checkpoint in the log's order (the last written), if any."""
         prefix = layout.thread_prefix(thread_id)
         options = rocksdict.ReadOptions()
         options.set_iterate_upper_bound(layout.prefix_end(prefix))
@@ -433,7 +396,7 @@ class Store:
         return token_id if isinstance(token_id, str) else None
 
     def list_checkpoints(self, thread_id: str) -> list[bytes]:
-        """The thread's checkpoints, oldest (lowest sequence) first."""
+        """The thread's checkpoints in the order the log holds them, oldest first."""
         prefix = layout.thread_prefix(thread_id)
         return [
             value for _, value in self._scan(layout.CHECKPOINTS, prefix, layout.prefix_end(prefix))
@@ -444,14 +407,14 @@ class Store:
         if raw is None:
             return None
         info = layout.load(raw)
-        key = layout.checkpoint_key(info["thread_id"], info["sequence"], info["checkpoint_id"])
+        key = layout.checkpoint_key(info["thread_id"], info["order"], info["checkpoint_id"])
         value = self._get(layout.CHECKPOINTS, key)
         if value is None:
             return None
         return PauseInfo(
             thread_id=info["thread_id"],
             checkpoint_id=info["checkpoint_id"],
-            sequence=info["sequence"],
+            order=info["order"],
             token_id=token_id,
             expires_at_ms=info["expires_at"],
             value=value,
@@ -461,13 +424,7 @@ class Store:
         raw = self._get(layout.LEDGER, token_id.encode())
         if raw is None:
             return None
-        entry = layout.load(raw)
-        return LedgerEntry(
-            Outcome(entry["outcome"]),
-            entry["answer_id"],
-            entry.get("thread_id", ""),
-            entry.get("response_json", ""),
-        )
+        return _ledger_entry(layout.load(raw))
 
     def pause_values(self, token_ids: Sequence[str]) -> list[StoredPause | None]:
         """The stored pause record behind each token (``None``: none), with the messages hint
@@ -483,9 +440,7 @@ class Store:
                 entry = bytes(raw)
                 info = layout.load(entry)
                 keys.append(
-                    layout.checkpoint_key(
-                        info["thread_id"], info["sequence"], info["checkpoint_id"]
-                    )
+                    layout.checkpoint_key(info["thread_id"], info["order"], info["checkpoint_id"])
                 )
                 where.append((i, layout.token_hint(entry)))
         found: list[StoredPause | None] = [None] * len(token_ids)
@@ -504,19 +459,36 @@ class Store:
             if raw is None:
                 found.append(None)
                 continue
-            entry = layout.load(bytes(raw))
-            found.append(
-                LedgerEntry(
-                    Outcome(entry["outcome"]),
-                    entry["answer_id"],
-                    entry.get("thread_id", ""),
-                    entry.get("response_json", ""),
-                )
-            )
+            found.append(_ledger_entry(layout.load(bytes(raw))))
         return found
 
     def is_spent(self, token_id: str) -> bool:
         return self._get(layout.LEDGER, token_id.encode()) is not None
+
+    def unfinalized(self, written_by_ms: int | None = None) -> list[UnfinalizedPause]:
+        """The pauses written unfinalized and not finalized since -- those written at or before
+        ``written_by_ms``, if given -- soonest deadline first, each saying whether its token is
+        spent. The index holds only the writes of the crash window not closed yet: a scan of it
+        is short, and never a walk over every pause."""
+        found = []
+        low = b""
+        while True:
+            page = self._scan(layout.UNFINALIZED, low, None, _PAGE)
+            ledger = self._get_many(layout.LEDGER, [key[8:] for key, _ in page])
+            for (key, raw), spent in zip(page, ledger, strict=True):
+                entry = layout.load(raw)
+                if written_by_ms is not None and entry["paused_at"] > written_by_ms:
+                    continue
+                expires_at, token_id = layout.split_deadline_key(key)
+                found.append(
+                    UnfinalizedPause(
+                        token_id, entry["thread_id"], entry["paused_at"], expires_at,
+                        spent is not None,
+                    )
+                )  # fmt: skip
+            if len(page) < _PAGE:
+                return found
+            low = page[-1][0] + b"\x00"
 
     def pending(self, now_ms: int) -> Iterator[OpenPause]:
         """Unspent pauses whose window is still open at ``now_ms``, soonest deadline first."""
@@ -951,3 +923,25 @@ def _families_of(path: Path) -> list[str]:
 
 def _frame(data: bytes) -> bytes:
     return len(data).to_bytes(4, "big") + data
+
+
+def _ledger_entry(entry: dict[str, Any]) -> LedgerEntry:
+    """A stored ledger row as its value (a row written before claims existed has none)."""
+    claim = entry.get("claim")
+    if not isinstance(claim, dict):
+        return LedgerEntry(
+            Outcome(entry["outcome"]),
+            entry["answer_id"],
+            entry.get("thread_id", ""),
+            entry.get("response_json", ""),
+        )
+    return LedgerEntry(
+        Outcome(entry["outcome"]),
+        entry["answer_id"],
+        entry.get("thread_id", ""),
+        entry.get("response_json", ""),
+        claim_id=str(claim.get("id", "")),
+        claimant=str(claim.get("by", "")),
+        claimed_at_ms=int(claim.get("at", 0)),
+        claim_state=str(claim.get("state", "")),
+    )

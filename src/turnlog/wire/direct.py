@@ -22,6 +22,8 @@ __all__ = ["encode_token_consumed", "long_bytes", "millis_bytes", "strings_into"
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MILLI = timedelta(milliseconds=1)
+#: A consumption with no claim: two empty strings, the long 0 and an empty string.
+_NO_CLAIM = b"\x00\x00\x00\x00"
 
 
 def strings_into(parts: list[bytes], texts: Iterable[str]) -> None:
@@ -60,13 +62,16 @@ def millis_bytes(moment: datetime) -> bytes:
 
 @functools.cache
 def _consumed_checked() -> bool:
-    """Whether ``TokenConsumed``'s fields are still the nine strings and one timestamp this
-    module writes by hand (raises when not), checked once."""
+    """Whether ``TokenConsumed``'s fields are still the twelve strings, one timestamp and one
+    long this module writes by hand (raises when not), checked once."""
     fields = [(f["name"], f["type"]) for f in schema_for("TokenConsumed")["fields"]]
     expected = ["event_id", "occurred_at", "package_version", "token_id", "answer_id"]
     expected += ["thread_id", "checkpoint_id", "outcome", "response_json"]
+    expected += ["claim_id", "claimant", "claimed_at_ms", "claim_state"]
     if [name for name, _ in fields] != expected or any(
-        kind != "string" for name, kind in fields if name != "occurred_at"
+        kind != ("long" if name == "claimed_at_ms" else "string")
+        for name, kind in fields
+        if name != "occurred_at"
     ):
         raise RuntimeError(f"TokenConsumed's fields changed ({fields}); update wire/direct.py")
     return True
@@ -80,10 +85,12 @@ def encode_token_consumed(
     checkpoint_id: str,
     outcome: str,
     response_json: str = "",
+    claim: tuple[str, str, int, str] | None = None,
 ) -> bytes:
     """The ``TokenConsumed`` record of these fields (``meta``: its ``event_id``,
     ``occurred_at`` and ``package_version``), byte for byte what
     :func:`~turnlog.wire.codec.encode` writes for the same event, without building it first.
+    ``claim`` is ``(claim_id, claimant, claimed_at_ms, claim_state)``, ``None`` for none.
     ``ValueError`` for a value the schema cannot carry."""
     # The header the codec writes now: single-object, or the registry's framing.
     parts = [WRITE_HEADERS["TokenConsumed"] if _consumed_checked() else b""]
@@ -102,6 +109,12 @@ def encode_token_consumed(
                 response_json,
             ),
         )
+        if claim is None:
+            parts.append(_NO_CLAIM)
+        else:
+            strings_into(parts, (claim[0], claim[1]))
+            parts.append(long_bytes(claim[2]))
+            strings_into(parts, (claim[3],))
         return b"".join(parts)
     except (TypeError, UnicodeEncodeError, OverflowError) as exc:
         raise ValueError(f"TokenConsumed cannot be written with its schema: {exc}") from exc

@@ -21,6 +21,7 @@ from turnlog.contracts.events import (
     AnswerSubmitted,
     AnyEvent,
     AskUserAnswered,
+    ContinuationRequested,
     PauseExpired,
     PauseRecorded,
     TokenConsumed,
@@ -42,6 +43,7 @@ WIRE_TYPES: Mapping[str, type[WireValue]] = {
         AnswerRejected,
         PauseExpired,
         TurnResumed,
+        ContinuationRequested,
     )
 }
 
