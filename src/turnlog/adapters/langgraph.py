@@ -26,6 +26,10 @@ answer turnlog's.
 In an approval node, :func:`approved_call` turns the decision ``interrupt()`` returns into the
 call to run -- the shape ``turnlog.approved_call(turn)`` gives -- and :func:`idempotency_key`
 is the call's key when the graph was continued by :func:`continue_run`.
+
+It is one module on purpose: the pause and the continue share LangGraph's interrupt ids and
+thread rules (the resume map keyed by id, a config of another thread refused on both sides),
+and what a user imports is this module alone, as with the other adapters.
 """
 
 from __future__ import annotations
