@@ -493,7 +493,7 @@ class Turnlog:
 
     def continue_turn(
         self,
-        token: str,
+        token: str | TurnResumed,
         *,
         timeout: float = 30.0,
         retake: bool = False,
@@ -519,29 +519,35 @@ class Turnlog:
         ``host:pid``) is how others see this process. ``timeout`` bounds the wait for the turn
         (:class:`~turnlog.ResumedTurnTimeout`) and then for the decision
         (:class:`~turnlog.ClaimTimeout`).
+
+        ``token`` may be a :class:`TurnResumed` instead -- a turn a :meth:`resumed` loop
+        delivered, which a crash can deliver again: it is claimed as it is, without its token.
         """
         self._check_open("continue_turn")
         return ContinueCall(partial(self._continue, token, timeout, retake, claimant))
 
     async def _continue(
-        self, token: str, timeout: float, retake: bool, claimant: str | None
+        self, token: str | TurnResumed, timeout: float, retake: bool, claimant: str | None
     ) -> Continuation:
         self._check_open("continue_turn")
         self._raise_worker_failure()
-        claims = self._claims_of(token)
-        turn = await self.peek_resumed_turn(
-            claims.thread_id, token_id=claims.token_id, since=claims.issued_at, timeout=timeout
-        )
+        if isinstance(token, TurnResumed):
+            turn, thread_id, token_id, text = token, token.thread_id, token.token_id, ""
+        else:
+            claims = self._claims_of(token)
+            thread_id, token_id, text = claims.thread_id, claims.token_id, token
+            turn = await self.peek_resumed_turn(
+                thread_id, token_id=token_id, since=claims.issued_at, timeout=timeout
+            )
         if retake:
             log.warning(
                 "taking the resumed turn of thread %s again: whoever held it never said done, "
                 "and its side effect may have run",
-                claims.thread_id,
+                thread_id,
             )
         row = await self._claim(
-            claims.thread_id, claims.token_id, token, "retake" if retake else "claim",
-            claimant, timeout,
-        )  # fmt: skip
+            thread_id, token_id, text, "retake" if retake else "claim", claimant, timeout
+        )
         return Continuation(turn, row, retaken=retake, finish=self._finish_claim)
 
     def _claims_of(self, token: str) -> PauseClaims:

@@ -35,6 +35,7 @@ from turnlog import (
     approve,
     write_keypair,
 )
+from turnlog.audit import Auditor
 from turnlog.contracts.events import TokenConsumed
 from turnlog.kafka.partitioning import partition_for
 from turnlog.kafka.reader import LogReader, Record
@@ -100,7 +101,14 @@ async def test_one_of_three_claims_at_once_continues_the_turn_and_the_others_are
             await c.resumed_turn(thread, timeout=30)
         assert (await c.peek_resumed_turn(thread, timeout=30)).thread_id == thread
         assert (await c.peek_resumed_turn(thread, timeout=30)).thread_id == thread
+        # The audit judges the claims from the log: each decided once, one holder at a time.
+        async with Auditor(settings, settle_seconds=0.5, timeout=60) as auditor:
+            report = await auditor.audit()
     assert worker.done() and worker.exception() is None
+    assert report.holds, [v.line() for v in report.violations]
+    # Ten requests (a finish counts apart from its claim); all but the winner's claim, the
+    # retake and the retaken claim's finish refused.
+    assert (report.claims_judged, report.claims_refused, report.resumed) == (10, 7, 1)
 
 
 async def test_a_groups_turn_is_claimed_once_through_any_calls_token_and_the_rest_is_refused(
@@ -140,6 +148,23 @@ async def test_a_groups_turn_is_claimed_once_through_any_calls_token_and_the_res
         with pytest.raises(AlreadyContinued) as lost:
             await other.continue_turn(question.token, timeout=45)
         assert lost.value.finished and lost.value.claim_id == won.claim_id
+    assert worker.done() and worker.exception() is None
+
+
+async def test_a_turn_a_loop_delivers_is_claimed_as_it_is_and_a_redelivery_is_refused(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    settings = api_settings(bootstrap, names, tmp_path)
+    thread = f"claim-loop-{names.app}"
+    async with Turnlog(settings) as tl, Turnlog(settings) as again:
+        worker = asyncio.create_task(tl.run_worker())
+        await _resumed(tl, thread)
+        turn = await tl.peek_resumed_turn(thread, timeout=45)  # as a loop hands it over
+        async with tl.continue_turn(turn, timeout=45) as won:
+            assert won.turn is turn and won.token_id == turn.token_id
+        with pytest.raises(AlreadyContinued) as redelivered:
+            await again.continue_turn(turn, timeout=45)
+        assert redelivered.value.finished and redelivered.value.claimant == won.claimant
     assert worker.done() and worker.exception() is None
 
 

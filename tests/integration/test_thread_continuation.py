@@ -1,7 +1,9 @@
 """The continuation of one thread (issue 28): ``Turnlog.resumed_turn`` reads its thread's turn and
 takes nothing from anyone else -- no group, no commit -- so another thread's turn, pending on the
 same partition, is still delivered afterwards to the group's reader; many continuations wait side
-by side in one process; and one that finds nothing says so by name when its time is up."""
+by side in one process; and one that finds nothing says so by name when its time is up. It then
+claims the turn (continued once: ``test_continuation.py``); ``peek_resumed_turn`` is the look
+that repeats."""
 
 from __future__ import annotations
 
@@ -15,7 +17,15 @@ import pytest
 from tests.conftest import Names
 from tests.deployment import ANSWER, REQUEST, sample_checkpoint
 from tests.integration.test_api import _group_offsets, api_settings
-from turnlog import Paused, PauseExpired, ResumedTurnTimeout, Turnlog, TurnlogError, TurnResumed
+from turnlog import (
+    AlreadyContinued,
+    Paused,
+    PauseExpired,
+    ResumedTurnTimeout,
+    Turnlog,
+    TurnlogError,
+    TurnResumed,
+)
 from turnlog.clock import utc_now
 from turnlog.kafka.partitioning import partition_for
 
@@ -103,20 +113,23 @@ async def test_a_token_or_checkpoint_selects_the_turn_of_one_pause_and_a_read_re
         second = await _pause_and_resume(tl, thread, "cp-2")
         after_both = utc_now()
 
-        newest = await tl.resumed_turn(thread, timeout=30)
-        again = await tl.resumed_turn(thread, timeout=30)  # a read, not a take: the same turn
-        of_first = await tl.resumed_turn(thread, token_id=first.token_id, timeout=30)
-        by_checkpoint = await tl.resumed_turn(thread, checkpoint_id="cp-1", timeout=30)
-        from_its_pause = await tl.resumed_turn(
+        newest = await tl.peek_resumed_turn(thread, timeout=30)
+        again = await tl.peek_resumed_turn(thread, timeout=30)  # a look, not a take: the same turn
+        of_first = await tl.peek_resumed_turn(thread, token_id=first.token_id, timeout=30)
+        by_checkpoint = await tl.peek_resumed_turn(thread, checkpoint_id="cp-1", timeout=30)
+        from_its_pause = await tl.peek_resumed_turn(
             thread, token_id=first.token_id, since=first.pause.occurred_at, timeout=30
         )
+        claimed = await tl.resumed_turn(thread, token_id=first.token_id, timeout=30)
+        with pytest.raises(AlreadyContinued):  # resumed_turn continues: once
+            await tl.resumed_turn(thread, token_id=first.token_id, timeout=30)
         with pytest.raises(ResumedTurnTimeout):  # both turns were written before `since`
-            await tl.resumed_turn(thread, token_id=first.token_id, since=after_both, timeout=2)
+            await tl.peek_resumed_turn(thread, token_id=first.token_id, since=after_both, timeout=2)
     assert worker.exception() is None  # close() stopped the worker; it never failed
     assert isinstance(newest, TurnResumed) and newest.token_id == second.token_id
     assert again == newest
     assert isinstance(of_first, TurnResumed) and of_first.token_id == first.token_id
-    assert by_checkpoint == of_first == from_its_pause
+    assert by_checkpoint == of_first == from_its_pause == claimed
 
 
 async def test_a_continuation_that_finds_no_turn_raises_its_named_timeout(

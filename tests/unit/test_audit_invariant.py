@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 from turnlog.audit.invariant import AnswerSeen, Kind, PartitionFacts, Place, judge
@@ -132,3 +133,92 @@ def test_a_retired_consumption_is_not_a_missing_one() -> None:
             Kind.RESUMED_WITHOUT_CONSUMPTION,
             Kind.ANSWER_RESUMED_AND_REFUSED,
         }
+
+
+# -- claims on resumed turns ---------------------------------------------------------------------
+
+
+def _claim_row(claim: str, state: str = "claimed", who: str = "a:1") -> TokenConsumed:
+    return dataclasses.replace(
+        _consumed("tok", "ans"), claim_id=claim, claimant=who, claimed_at_ms=1, claim_state=state
+    )
+
+
+def _claim(claim: str, offset: int, action: str = "claim", at: int = 0) -> AnswerSeen:
+    return AnswerSeen(Place(0, offset, at), claim, "t1", "tok", claim_action=action)
+
+
+def _resumed_once(*rows: TokenConsumed, **kw: object) -> PartitionFacts:
+    consumed = [(Place(0, i), row) for i, row in enumerate([_consumed("tok", "ans"), *rows])]
+    answers = [AnswerSeen(Place(0, 0), "ans", "t1", "tok"), *kw.pop("claims", [])]  # type: ignore[list-item]
+    return _facts(
+        answers=answers, consumed=consumed, resumed=[(Place(0, 0), _turn("tok", "ans"))], **kw
+    )
+
+
+def test_claim_rows_are_not_second_spends_and_each_claim_has_its_decision() -> None:
+    """A claim granted, done, a second claim refused: one spend, one resume, no violation."""
+    facts = _resumed_once(
+        _claim_row("c1"), _claim_row("c1", "finished"),
+        claims=[_claim("c1", 1), _claim("c1", 2, "finish"), _claim("c2", 3)],
+        rejected=[(Place(0, 0), _refused("c2", "r"))],
+    )  # fmt: skip
+    report = judge([facts])
+    assert report.holds, [v.line() for v in report.violations]
+    assert (report.resumed, report.claims_judged, report.claims_refused) == (1, 3, 1)
+
+
+def test_a_claim_with_no_decision_is_named() -> None:
+    facts = _resumed_once(_claim_row("c1"), claims=[_claim("c1", 1), _claim("lost", 2)])
+    report = judge([facts])
+    assert [(v.kind, v.ids["claim_id"]) for v in report.violations] == [
+        (Kind.CLAIM_WITHOUT_DECISION, "lost")
+    ]
+
+
+def test_a_claim_not_yet_handled_is_not_judged() -> None:
+    facts = _resumed_once(claims=[_claim("later", 12)])
+    report = judge([facts])
+    assert report.holds and report.not_yet_handled == 1 and report.claims_judged == 0
+
+
+def test_a_finish_needs_its_finished_row() -> None:
+    facts = _resumed_once(_claim_row("c1"), claims=[_claim("c1", 1), _claim("c1", 2, "finish")])
+    report = judge([facts])
+    assert [(v.kind, v.ids["action"]) for v in report.violations] == [
+        (Kind.CLAIM_WITHOUT_DECISION, "finish")
+    ]
+
+
+def test_a_turn_claimed_by_a_second_claimant_without_a_retake_is_continued_twice() -> None:
+    facts = _resumed_once(
+        _claim_row("c1"), _claim_row("c2", who="b:2"), claims=[_claim("c1", 1), _claim("c2", 2)]
+    )
+    report = judge([facts])
+    assert [v.kind for v in report.violations] == [Kind.CONTINUED_TWICE]
+    assert report.violations[0].ids["claimants"] == ["a:1", "b:2"]
+
+
+def test_a_retake_of_an_unfinished_claim_holds_and_of_a_finished_one_does_not() -> None:
+    retaken = _resumed_once(
+        _claim_row("c1"), _claim_row("c2", who="b:2"),
+        claims=[_claim("c1", 1), _claim("c2", 2, "retake")],
+    )  # fmt: skip
+    assert judge([retaken]).holds
+    after_done = _resumed_once(
+        _claim_row("c1"), _claim_row("c1", "finished"), _claim_row("c2", who="b:2"),
+        claims=[_claim("c1", 1), _claim("c1", 2, "finish"), _claim("c2", 3, "retake")],
+    )  # fmt: skip
+    assert [v.kind for v in judge([after_done]).violations] == [Kind.CONTINUED_TWICE]
+
+
+def test_after_compaction_a_claim_row_stands_for_the_spend() -> None:
+    """Only the token's newest row is left: it is still one resume, not a missing spend."""
+    facts = _facts(
+        answers=[AnswerSeen(Place(0, 0), "ans", "t1", "tok"), _claim("c1", 1)],
+        consumed=[(Place(0, 5), _claim_row("c1", "finished"))],
+        resumed=[(Place(0, 0), _turn("tok", "ans"))],
+    )
+    report = judge([facts])
+    assert report.holds, [v.line() for v in report.violations]
+    assert report.resumed == 1

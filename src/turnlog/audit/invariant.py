@@ -15,7 +15,14 @@ it is not, every violation with the ids an operator needs to find it. The rules 
 - every ``TokenConsumed`` that says ``resumed`` has exactly one ``TurnResumed``, and the reverse;
   no token is consumed twice, resumed twice, or both resumed and expired;
 - each expiry once: a ``PauseExpired`` with its ``TokenConsumed`` (``expired``), once;
-- nothing is resumed for a thread after it was forgotten.
+- nothing is resumed for a thread after it was forgotten;
+- every claim on a resumed turn (a ``ContinuationRequested``) below the committed offset has
+  its decision: a ledger row naming its claim id, or one ``AnswerRejected`` naming it; and a
+  resumed turn has one holder at a time -- a row that moves the claim to another claimant
+  comes from a ``retake`` of a claim never finished, never from a plain ``claim``. The ledger
+  rows a claim writes repeat the spend they extend (same token, answer and outcome): they are
+  claim rows, not second spends, and after compaction the newest of them is the spend's
+  evidence.
 
 What the log can no longer show is not judged: ``resumed`` and ``rejections`` age out with their
 retention, so on a partition whose output topics have lost their first records the answers
@@ -42,7 +49,7 @@ outputs of one partition: side by side, the rules read as the list above.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -77,6 +84,10 @@ class Kind(StrEnum):
     RESUMED_AFTER_FORGET = "resumed_after_forget"
     #: a record on an output topic that is not a turnlog event of that topic
     OUTPUT_UNDECODABLE = "output_undecodable"
+    #: a claim on a resumed turn below the committed offset with neither a grant nor a refusal
+    CLAIM_WITHOUT_DECISION = "claim_without_decision"
+    #: a resumed turn whose claim passed to another claimant without a retake, or after done
+    CONTINUED_TWICE = "continued_twice"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +111,9 @@ class AnswerSeen:
     token_id: str | None = None
     #: the token's unverified ``exp``, in milliseconds (None when unreadable)
     expires_at_ms: int | None = None
+    #: for a claim (``ContinuationRequested``): its action, claim / retake / finish; its
+    #: ``answer_id`` is then the claim id, which its decision names
+    claim_action: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +179,9 @@ class Report:
     forgotten_threads: int = 0
     #: outcomes whose token's consumption was retired (its window and the leeway long closed)
     retired: int = 0
+    #: claims on resumed turns judged (below the committed offset), and of them refused
+    claims_judged: int = 0
+    claims_refused: int = 0
     violations: list[Violation] = field(default_factory=list)
 
     @property
@@ -187,6 +204,8 @@ class Report:
             "beyond_retention": self.beyond_retention,
             "forgotten_threads": self.forgotten_threads,
             "retired": self.retired,
+            "claims_judged": self.claims_judged,
+            "claims_refused": self.claims_refused,
             "violations": len(self.violations),
             "violations_by_kind": self.by_kind(),
         }
@@ -237,9 +256,16 @@ def _judge_partition(facts: PartitionFacts, report: Report) -> None:
         )  # fmt: skip
 
     # -- the outputs, paired with each other --------------------------------------------------
+    # A token's spend, and apart from it the rows its claims wrote (copies of the spend with
+    # the claim's fields). Compaction keeps only a token's newest row: with no spend row left,
+    # the oldest claim row still there stands for it.
     consumed: dict[str, list[tuple[Place, TokenConsumed]]] = defaultdict(list)
+    claimed: dict[str, list[tuple[Place, TokenConsumed]]] = defaultdict(list)
     for place, c in facts.consumed:
-        consumed[c.token_id].append((place, c))
+        (claimed if c.claim_state else consumed)[c.token_id].append((place, c))
+    for token, rows in claimed.items():
+        if token not in consumed:
+            consumed[token].append(rows[0])
     resumed: dict[str, list[tuple[Place, TurnResumed]]] = defaultdict(list)
     for place, t in facts.resumed:
         resumed[t.token_id].append((place, t))
@@ -374,7 +400,11 @@ def _judge_partition(facts: PartitionFacts, report: Report) -> None:
     resumed_answers |= {t.answer_id for _, t in facts.resumed}
 
     judged: set[str] = set()
+    claims: list[AnswerSeen] = []
     for answer in facts.answers:
+        if answer.claim_action is not None:
+            claims.append(answer)
+            continue
         if facts.committed is None or answer.place.offset >= facts.committed:
             report.not_yet_handled += 1
             continue
@@ -415,6 +445,8 @@ def _judge_partition(facts: PartitionFacts, report: Report) -> None:
             )
         )  # fmt: skip
 
+    _judge_claims(facts, claims, claimed, refusals, forgotten, aged, report)
+
     copies = Counter(a.answer_id for a in facts.answers)
     for answer_id, refused in refusals.items():
         # Each record is refused at most once: a publisher's retry of a refused answer is a
@@ -428,6 +460,86 @@ def _judge_partition(facts: PartitionFacts, report: Report) -> None:
                      "same_event": len({r.event_id for _, r in refused}) == 1},
                 )
             )  # fmt: skip
+
+
+def _judge_claims(
+    facts: PartitionFacts,
+    claims: Sequence[AnswerSeen],
+    claimed: Mapping[str, Sequence[tuple[Place, TokenConsumed]]],
+    refusals: Mapping[str, Sequence[tuple[Place, AnswerRejected]]],
+    forgotten: set[str],
+    aged: Callable[[Place], bool],
+    report: Report,
+) -> None:
+    """Each claim decided once; each resumed turn held by one claimant at a time."""
+    p = facts.partition
+    # What each claim id was granted: the states its rows reached (claimed, then finished).
+    states: dict[str, set[str]] = defaultdict(set)
+    for rows in claimed.values():
+        for _, c in rows:
+            states[c.claim_id].add(c.claim_state)
+    actions = {c.answer_id: c.claim_action for c in claims if c.claim_action != "finish"}
+    # The newest retake granted on each thread: compaction keeps a token's newest row only, so
+    # the grant of a claim taken over since may be gone without being missing.
+    moved: dict[str, int] = {}
+    for rows in claimed.values():
+        for place, c in rows:
+            if actions.get(c.claim_id) == "retake":
+                moved[c.thread_id] = max(moved.get(c.thread_id, 0), place.timestamp_ms)
+    judged: set[tuple[str, str | None]] = set()
+    for claim in claims:
+        if facts.committed is None or claim.place.offset >= facts.committed:
+            report.not_yet_handled += 1
+            continue
+        if (claim.answer_id, claim.claim_action) in judged:
+            continue  # the same request again (a retry): decided once
+        judged.add((claim.answer_id, claim.claim_action))
+        report.claims_judged += 1
+        # A finish shares its claim's id; only a finish is refused as not held.
+        reached = states.get(claim.answer_id, set())
+        reasons = {r.reason for _, r in refusals.get(claim.answer_id, [])}
+        if claim.claim_action == "finish":
+            refused = "claim_not_held" in reasons or bool(reasons and not reached)
+        else:
+            refused = bool(reasons - {"claim_not_held"})
+        if refused:
+            report.claims_refused += 1
+            continue
+        if "finished" in reached if claim.claim_action == "finish" else reached:
+            continue
+        thread = claim.thread_id or ""
+        if aged(claim.place) or thread in forgotten:
+            continue
+        if moved.get(thread, -1) >= claim.place.timestamp_ms:
+            continue
+        report.violations.append(
+            Violation(
+                Kind.CLAIM_WITHOUT_DECISION, p,
+                "a claim below the committed offset with neither a grant nor a refusal",
+                {"claim_id": claim.answer_id, "action": claim.claim_action,
+                 "thread_id": claim.thread_id, "token_id": claim.token_id,
+                 "offset": claim.place.offset},
+            )
+        )  # fmt: skip
+    for token, rows in claimed.items():
+        previous: TokenConsumed | None = None
+        for place, row in rows:
+            if previous is not None and row.claim_id != previous.claim_id:
+                how = actions.get(row.claim_id)
+                if previous.claim_state == "finished" or how == "claim":
+                    report.violations.append(
+                        Violation(
+                            Kind.CONTINUED_TWICE, p,
+                            "a resumed turn's claim passed to another claimant "
+                            + ("after it was finished" if previous.claim_state == "finished"
+                               else "without a retake"),
+                            {"token_id": token, "thread_id": row.thread_id,
+                             "claim_ids": [previous.claim_id, row.claim_id],
+                             "claimants": [previous.claimant, row.claimant],
+                             "offset": place.offset},
+                        )
+                    )  # fmt: skip
+            previous = row
 
 
 def _forgotten_resume(

@@ -29,6 +29,7 @@ from turnlog.consumers.screening import ID_CHARS, clip
 from turnlog.contracts.events import (
     AnswerRejected,
     AnswerSubmitted,
+    ContinuationRequested,
     PauseExpired,
     TokenConsumed,
     TurnResumed,
@@ -316,7 +317,15 @@ def _answer(topic: str, record: Any, place: Place) -> AnswerSeen:
     try:
         answer = decode(record.value, AnswerSubmitted)
     except DecodeError:
-        return AnswerSeen(place, clip(f"{topic}:{place.partition}:{place.offset}", ID_CHARS))
+        try:
+            claim = decode(record.value, ContinuationRequested)
+        except DecodeError:
+            return AnswerSeen(place, clip(f"{topic}:{place.partition}:{place.offset}", ID_CHARS))
+        # A claim on a resumed turn: judged by its own rule (one decision, one winner).
+        return AnswerSeen(
+            place, clip(claim.claim_id, ID_CHARS), claim.thread_id,
+            claim.token_id or None, claim_action=claim.action,
+        )  # fmt: skip
     token_id: str | None
     expires_at_ms: int | None = None
     try:

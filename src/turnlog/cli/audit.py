@@ -171,7 +171,12 @@ def _show(report: Report, as_json: bool) -> None:
     out.print(
         f"exactly once {verdict}: {s['answers_judged']} answers judged on {s['partitions']} "
         f"partitions ({s['resumed']} resumed, {s['refused']} refused, {s['expired']} expired; "
-        f"{s['not_yet_handled']} not yet handled, {s['beyond_retention']} beyond retention)",
+        f"{s['not_yet_handled']} not yet handled, {s['beyond_retention']} beyond retention)"
+        + (
+            f"; {s['claims_judged']} claims on resumed turns judged ({s['claims_refused']} refused)"
+            if s["claims_judged"]
+            else ""
+        ),
         soft_wrap=True,
         highlight=False,
     )
