@@ -7,7 +7,8 @@ replace any field without patching globals.
 Every value is checked when the settings are built, whatever it came from, and a bad one is
 refused by the name the person typed (``TURNLOG_PARTITIONS``, ``--partitions``): ``partitions=0``
 accepted here would only fail later, deep inside a topic creation or a partition lookup, with an
-error that names neither the setting nor the value.
+error that names neither the setting nor the value. It is one module, a little over the usual
+length, because each field's variable, bounds and check belong beside the field.
 """
 
 from __future__ import annotations
@@ -41,12 +42,15 @@ ENV: Final[Mapping[str, str]] = {
     "min_insync_replicas": "TURNLOG_MIN_INSYNC_REPLICAS",
     "create_topics": "TURNLOG_CREATE_TOPICS",
     "commit_interval_ms": "TURNLOG_COMMIT_INTERVAL_MS",
+    "session_timeout_ms": "TURNLOG_SESSION_TIMEOUT_MS",
+    "heartbeat_interval_ms": "TURNLOG_HEARTBEAT_INTERVAL_MS",
     "keys_dir": "TURNLOG_KEYS_DIR",
     "issuer": "TURNLOG_ISSUER",
     "audience": "TURNLOG_AUDIENCE",
     "token_ttl_seconds": "TURNLOG_TOKEN_TTL_SECONDS",
     "token_leeway_seconds": "TURNLOG_TOKEN_LEEWAY_SECONDS",
     "ledger_keep_seconds": "TURNLOG_LEDGER_KEEP_SECONDS",
+    "finalize_timeout_seconds": "TURNLOG_FINALIZE_TIMEOUT",
     "broker_timeout_seconds": "TURNLOG_BROKER_TIMEOUT",
     "connect_timeout_seconds": "TURNLOG_CONNECT_TIMEOUT",
     "max_record_bytes": "TURNLOG_MAX_RECORD_BYTES",
@@ -64,10 +68,15 @@ _MIN_INT: Final[Mapping[str, int]] = {
     # 0: the broker's own default (min.insync.replicas is then not set on the topics).
     "min_insync_replicas": 0,
     "commit_interval_ms": 1,
+    # Below a second a worker's heartbeats every few hundred ms are all that keeps it owning.
+    "session_timeout_ms": 1000,
+    # 0: a third of the session timeout, at most a second (``Settings.heartbeat_ms``).
+    "heartbeat_interval_ms": 0,
     # A zero window would be a token that is expired when it is handed out.
     "token_ttl_seconds": 1,
     "token_leeway_seconds": 0,
     "ledger_keep_seconds": 0,
+    "finalize_timeout_seconds": 1,
     "max_record_bytes": 1,
     "max_answer_bytes": 1,
 }
@@ -252,6 +261,14 @@ class Settings:
     create_topics: bool = True
     #: How long answers may share one worker transaction before it commits.
     commit_interval_ms: int = 100
+    #: How long the worker group waits for a silent worker (killed, paused by a GC, cut off)
+    #: before its partitions move: the detection part of every takeover after a crash. The
+    #: broker refuses a value outside its ``group.min.session.timeout.ms`` (6 s by default) ..
+    #: ``group.max.session.timeout.ms``; lower is a faster failover and more false ones.
+    session_timeout_ms: int = 10000
+    #: How often a worker tells the group it is alive, and learns of a rebalance; 0 is a third
+    #: of the session timeout, at most a second. At most a third of the session timeout.
+    heartbeat_interval_ms: int = 0
     #: The token keys: ``<kid>.private.pem`` signs, every key verifies.
     keys_dir: Path = field(default_factory=lambda: Path(".turnlog/keys"))
     #: The tokens' ``iss`` and ``aud`` claims, checked at verification.
@@ -265,6 +282,9 @@ class Settings:
     #: owner retires it (``contracts/ledger.py``): a margin for clocks further apart than the
     #: leeway, and a week by default, the retention of the topics the audit pairs rows with.
     ledger_keep_seconds: int = 7 * 24 * 3600
+    #: How long a pause written unfinalized (``pause(..., finalized=False)``) may wait for its
+    #: finalization before its owner expires it (reason ``unfinalized``: its writer died).
+    finalize_timeout_seconds: int = 300
     #: How long a client keeps retrying an unreachable broker before giving up (a rolling
     #: restart of a three-node cluster takes a few minutes; the CLI then exits 4).
     broker_timeout_seconds: float = 300.0
@@ -292,6 +312,12 @@ class Settings:
     kafka: KafkaSecurity = field(default_factory=KafkaSecurity)
 
     @property
+    def heartbeat_ms(self) -> int:
+        """The worker's heartbeat interval: the one set, else a third of the session timeout
+        (at most a second), so a lost heartbeat or two never ends a live worker's membership."""
+        return self.heartbeat_interval_ms or min(1000, self.session_timeout_ms // 3)
+
+    @property
     def connection(self) -> KafkaConnection:
         """The broker and how to reach it, for ``kafka/clients.py``."""
         return KafkaConnection(self.bootstrap_servers, self.kafka)
@@ -302,6 +328,14 @@ class Settings:
             why = problem(f.name, value)
             if why is not None:
                 raise SettingError(f.name, value, why)
+        if self.heartbeat_interval_ms * 3 > self.session_timeout_ms:
+            raise SettingError(
+                "heartbeat_interval_ms (TURNLOG_HEARTBEAT_INTERVAL_MS)",
+                self.heartbeat_interval_ms,
+                f"must be at most a third of the session timeout ({self.session_timeout_ms} ms, "
+                "TURNLOG_SESSION_TIMEOUT_MS): one heartbeat lost or late must not end a live "
+                "worker's membership",
+            )
         if self.wire == "registry" and not self.schema_registry_url:
             raise SettingError(
                 "wire (TURNLOG_WIRE)",

@@ -14,13 +14,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import rocksdict
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turnlog.contracts.ledger import retirable, retire_before_ms
 from turnlog.contracts.refusals import RefusalReason, Refused
-from turnlog.errors import StoreError
 from turnlog.projections import layout
 from turnlog.projections.batch import Batch
 from turnlog.projections.store import Store
@@ -129,28 +127,3 @@ def test_a_store_rebuilt_after_retirement_has_the_same_content(tmp_path: Path) -
         assert rebuilt.ledger("old") is None
         assert list(rebuilt.retirable(10_000)) == []
         assert list(rebuilt.expired(10_000, 5_000)) == []
-
-
-def test_a_store_of_layout_1_gets_its_spent_index_when_opened_read_write(tmp_path: Path) -> None:
-    """The previous layout had no spent index: a worker of this build upgrading its store
-    builds it from the ledger instead of needing a rebuild from the log; a reader cannot
-    write, so it is told what to do."""
-    path = tmp_path / "db"
-    with Store.open(path) as store:
-        with store.batch() as b:
-            spend(b, "t", "old", exp=1_000)
-            b.put_pause("t", "cp-open", 2, b"t/open", token_id="open", expires_at_ms=2_000)
-        digest = store.digest()
-    families = {n: rocksdict.Options(raw_mode=True) for n in layout.ALL_FAMILIES}
-    raw = rocksdict.Rdict(str(path), rocksdict.Options(raw_mode=True), column_families=families)
-    raw.drop_column_family(layout.SPENT)
-    raw.get_column_family(layout.META)[layout.VERSION_KEY] = b"1"
-    raw.close()
-
-    with pytest.raises(StoreError, match="layout version 1"):
-        Store.open_read_only(path)
-    with Store.open(path) as store:
-        assert [p.token_id for p in store.retirable(10_000)] == ["old"]
-        assert store.digest() == digest
-    with Store.open_read_only(path) as reader:
-        assert reader.is_spent("old")

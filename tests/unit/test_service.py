@@ -142,3 +142,47 @@ async def test_no_driver_is_a_supported_no_op() -> None:
     assert await service.latest("t") is None
     assert await service.list_checkpoints("t") == []
     assert service.flush_failures == ()
+
+
+_TOKEN = "eyJhbGciOiJFZERTQSJ9.eyJqdGkiOiJ0b2stMSJ9.c2lnbmF0dXJlLWJ5dGVz"
+_KEY = "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIK1\n-----END PRIVATE KEY-----"
+
+
+class ReportingDriver(FakeDriver):
+    """A driver whose flush reports writes that did not reach the broker, or raises text
+    holding a token and a key."""
+
+    def __init__(self, report: list[str] | None = None, raise_text: str | None = None) -> None:
+        super().__init__()
+        self.report = report
+        self.raise_text = raise_text
+
+    async def flush(self) -> list[str] | None:  # type: ignore[override]
+        self.flush_calls += 1
+        if self.raise_text is not None:
+            raise RuntimeError(self.raise_text)
+        return self.report
+
+
+async def test_flush_records_what_the_driver_reports_and_scrubs_tokens_and_keys() -> None:
+    """Before, a driver's flush could not report a write it failed (its result was dropped),
+    and a raised message was kept verbatim, token and private key included."""
+    reported = ReportingDriver([f"thread t, checkpoint cp-1: rejected {_TOKEN}"])
+    service = CheckpointService(reported)
+    await service.ensure_ready()
+    await service.flush()
+    await service.flush()
+    assert service.flush_failures == (
+        "thread t, checkpoint cp-1: rejected [token redacted]",
+        "thread t, checkpoint cp-1: rejected [token redacted]",
+    )
+    raising = CheckpointService(ReportingDriver(raise_text=f"boom {_TOKEN} and {_KEY}"))
+    await raising.ensure_ready()
+    await raising.flush()  # never raises
+    assert raising.flush_failures == (
+        "RuntimeError: boom [token redacted] and [private key redacted]",
+    )
+    quiet = CheckpointService(ReportingDriver([]))
+    await quiet.ensure_ready()
+    await quiet.flush()
+    assert quiet.flush_failures == ()

@@ -110,7 +110,7 @@ def test_token_lookup_and_ledger(store: Store) -> None:
     assert store.pause_for_token("k1") == PauseInfo(
         thread_id="t",
         checkpoint_id="cp-1",
-        sequence=1,
+        order=1,
         token_id="k1",
         expires_at_ms=1_700_000_000_000,
         value=b"t/1",

@@ -25,26 +25,32 @@ numbers = st.integers(min_value=0, max_value=2**64 - 1)
 
 @given(numbers, st.none() | texts, st.none() | numbers)
 def test_a_locator_is_the_general_encoders_bytes(
-    sequence: int, token_id: str | None, expires_at: int | None
+    order: int, token_id: str | None, expires_at: int | None
 ) -> None:
-    expected = layout.dump({"sequence": sequence, "token_id": token_id, "expires_at": expires_at})
-    assert layout.dump_locator(sequence, token_id, expires_at) == expected
+    expected = layout.dump({"order": order, "token_id": token_id, "expires_at": expires_at})
+    assert layout.dump_locator(order, token_id, expires_at) == expected
+
+
+@given(texts, numbers)
+def test_an_unfinalized_entry_is_the_general_encoders_bytes(thread_id: str, at: int) -> None:
+    expected = layout.dump({"thread_id": thread_id, "paused_at": at})
+    assert layout.dump_unfinalized(thread_id, at) == expected
 
 
 @given(texts, texts, numbers, texts, numbers)
 def test_a_token_entry_is_the_general_encoders_bytes(
-    thread_id: str, checkpoint_id: str, sequence: int, token_id: str, expires_at: int
+    thread_id: str, checkpoint_id: str, order: int, token_id: str, expires_at: int
 ) -> None:
     expected = layout.dump(
         {
             "thread_id": thread_id,
             "checkpoint_id": checkpoint_id,
-            "sequence": sequence,
+            "order": order,
             "token_id": token_id,
             "expires_at": expires_at,
         }
     )
-    assert layout.dump_token(thread_id, checkpoint_id, sequence, token_id, expires_at) == expected
+    assert layout.dump_token(thread_id, checkpoint_id, order, token_id, expires_at) == expected
 
 
 @given(

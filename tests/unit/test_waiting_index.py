@@ -16,13 +16,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-import rocksdict
 
 from tests.deployment import sample_checkpoint
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL
 from turnlog.contracts.events import PauseRecorded
 from turnlog.contracts.interactions import ASK_USER
-from turnlog.errors import StoreError
 from turnlog.projections import layout
 from turnlog.projections.batch import Batch
 from turnlog.projections.store import Store
@@ -251,40 +249,6 @@ def test_a_cursor_that_is_not_one_is_refused_by_name(store: Store) -> None:
             store.pending_page(T0_MS, after=bad)
     with pytest.raises(ValueError, match="at least one"):
         store.pending_page(T0_MS, limit=0)
-
-
-def test_a_store_of_layout_2_gets_its_waiting_index_when_opened_read_write(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "db"
-    with Store.open(path) as store, store.batch() as b:
-        put(b, "t1", "k1")
-        put(b, "t2", "k2", scope="tenant-b")
-        b.put_pause("t3", "cp-1", 1, b"not a pause", token_id="k3", expires_at_ms=T0_MS + 9)
-        put(b, "t4", "k4")
-        b.put_consumption("t4", "k4", "resumed", "a")
-    with Store.open(path) as store:
-        digest, counts, pages = store.digest(), _counts(store), listed(store, scope="tenant-b")
-    families = {n: rocksdict.Options(raw_mode=True) for n in layout.ALL_FAMILIES}
-    raw = rocksdict.Rdict(str(path), rocksdict.Options(raw_mode=True), column_families=families)
-    raw.drop_column_family(layout.WAITING)
-    meta = raw.get_column_family(layout.META)
-    for key in list(counts):
-        del meta[key]
-    meta[layout.VERSION_KEY] = b"2"
-    meta.close()
-    raw.close()
-
-    with pytest.raises(StoreError, match="layout version 2"):
-        Store.open_read_only(path)
-    with Store.open(path) as store:
-        assert store.digest() == digest
-        assert _counts(store) == counts
-        assert listed(store, scope="tenant-b") == pages == ["k2"]
-        assert listed(store) == ["k3", "k1", "k2"]
-        assert store.pending_count(T0_MS) == 3
-    with Store.open_read_only(path) as reader:
-        assert reader.pending_count(T0_MS) == 3
 
 
 def test_one_thread_s_waiting_pauses_are_read_through_its_own_keys(store: Store) -> None:

@@ -181,7 +181,9 @@ async def _serve(
     from turnlog.inbox.oidc_flow import Provider
     from turnlog.inbox.server import InboxServer
     from turnlog.inbox.service import InboxService
+    from turnlog.kafka.outage import serve_as
 
+    serve_as("inbox")  # a broker down at its start is waited out, as an outage would be
     settings = state.settings
     try:
         config = build(os.environ, **oidc)

@@ -65,11 +65,12 @@ async def serving(port: int | None, ready: Callable[[], bool]) -> AsyncIterator[
     if port is None:
         yield
         return
+    from turnlog.kafka.outage import waiting
     from turnlog.observability.health import HealthServer
 
     if not 0 <= port <= 65535:
         raise fail(f"--metrics-port must be 0..65535, not {port}", EXIT_USAGE)
-    server = HealthServer(port, ready=ready)
+    server = HealthServer(port, ready=ready, why=waiting)
     await server.start()
     err.print(f"metrics and health on port {server.port}", soft_wrap=True)
     try:

@@ -22,13 +22,16 @@ from turnlog.cli.app import (
     run_state,
 )
 from turnlog.cli.common import caught_up, projection_dir, verifier, worker_dir
+from turnlog.cli.group_timings import HeartbeatOpt, SessionTimeoutOpt, group_timings
 from turnlog.cli.observe import LogFormatOpt, LogLevelOpt, MetricsPortOpt, serving, setup_logs
 from turnlog.errors import BrokerUnavailable
 from turnlog.settings import Settings
 
 if TYPE_CHECKING:
+    from turnlog.consumers.worker import ResumeWorker
     from turnlog.projections.projector import CheckpointProjector
     from turnlog.projections.store import Store
+    from turnlog.tokens import TokenVerifier
 
 
 @app.command("worker")
@@ -58,6 +61,8 @@ async def worker(
             "a full restore.",
         ),
     ] = 0,
+    session_timeout_ms: SessionTimeoutOpt = None,
+    heartbeat_interval_ms: HeartbeatOpt = None,
     metrics_port: MetricsPortOpt = None,
     log_level: LogLevelOpt = None,
     log_format: LogFormatOpt = None,
@@ -65,50 +70,68 @@ async def worker(
     """Run the resume worker until SIGTERM/SIGINT (finishes its batch, commits, leaves)."""
     interrupts = Interrupts()
     setup_logs(ctx, log_level, log_format)
-    from turnlog.consumers.worker import ResumeWorker
-    from turnlog.contracts.interactions import default_interactions
-    from turnlog.kafka.registry import prepare_wire
-    from turnlog.kafka.topics import TopicSet, replication_warning
+    from turnlog.kafka.outage import serve_as
     from turnlog.projections.store import Store
 
-    settings = run_state(ctx).settings
+    settings = group_timings(run_state(ctx).settings, session_timeout_ms, heartbeat_interval_ms)
     checks = verifier(settings)  # the keys and the store first: neither needs the broker
     store = Store.open(worker_dir(settings))
+    # A service: a broker down when it starts is waited out under TURNLOG_BROKER_TIMEOUT, not
+    # ready meanwhile (health served from the start), as an outage after first contact would be.
+    serve_as("worker")
+    running: list[ResumeWorker] = []  # ready once it owns every partition the group gave it
     try:
-        # The first contact (a never-reached address exits 4 in TURNLOG_CONNECT_TIMEOUT, before
-        # a client exists), and whether a restart of this cluster can lose a resume.
-        warning = await replication_warning(settings, TopicSet.from_settings(settings))
-        await prepare_wire(settings)  # the registry wire's schemas, before any client exists
-        resume = ResumeWorker(
-            settings,
-            store=store,
-            verifier=checks,
-            interactions=default_interactions(),
-            instance_id=instance_id,
-            standbys=standby,
-        )
-        interrupts.on_stop(resume.request_stop)
-        if warning is not None:  # before the line that says it runs: nothing comes between
-            err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
-        err.print(
-            f"worker {settings.application_id} on {settings.connection.describe()}; Ctrl-C stops",
-            soft_wrap=True,
-        )
-        try:
-            # Ready once it owns (fenced and restored) every partition the group gave it.
-            async with serving(metrics_port, lambda: resume.ready):
-                await resume.run()
-        except BrokerUnavailable:
-            if interrupts.signal is None:
-                raise
-            raise Interrupted from None  # stopped while it waited for the broker
-        s = resume.stats
+        async with serving(metrics_port, lambda: bool(running) and running[0].ready):
+            try:
+                await _work(settings, store, checks, instance_id, standby, interrupts, running)
+            except BrokerUnavailable:
+                if interrupts.signal is None:
+                    raise
+                raise Interrupted from None  # stopped while it waited for the broker
+        s = running[0].stats
         err.print(
             f"stopped: resumed {s.resumed}, rejected {s.rejected}, expired {s.expired}",
             soft_wrap=True,
         )
     finally:
         store.close()
+
+
+async def _work(
+    settings: Settings,
+    store: Store,
+    checks: TokenVerifier,
+    instance_id: str | None,
+    standby: int,
+    interrupts: Interrupts,
+    running: list[ResumeWorker],
+) -> None:
+    """The worker's first contact (and whether a restart of this cluster can lose a resume),
+    then its run until a stop."""
+    from turnlog.consumers.worker import ResumeWorker
+    from turnlog.contracts.interactions import default_interactions
+    from turnlog.kafka.registry import prepare_wire
+    from turnlog.kafka.topics import TopicSet, replication_warning
+
+    warning = await replication_warning(settings, TopicSet.from_settings(settings))
+    await prepare_wire(settings)  # the registry wire's schemas, before any client exists
+    resume = ResumeWorker(
+        settings,
+        store=store,
+        verifier=checks,
+        interactions=default_interactions(),
+        instance_id=instance_id,
+        standbys=standby,
+    )
+    interrupts.on_stop(resume.request_stop)
+    running.append(resume)
+    if warning is not None:  # before the line that says it runs: nothing comes between
+        err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
+    err.print(
+        f"worker {settings.application_id} on {settings.connection.describe()}; Ctrl-C stops",
+        soft_wrap=True,
+    )
+    await resume.run()
 
 
 @app.command("project")
@@ -123,7 +146,10 @@ async def project(
     """Follow pauses and consumptions into the local store until SIGTERM/SIGINT."""
     interrupts = Interrupts()
     setup_logs(ctx, log_level, log_format)
+    from turnlog.kafka.outage import serve_as
     from turnlog.projections.store import Store
+
+    serve_as("projector")  # a broker down at its start is waited out, not ready meanwhile
 
     settings = run_state(ctx).settings
     store = Store.open(projection_dir(settings))

@@ -12,6 +12,13 @@ closed port, or a broker not started yet. :func:`ride_out` gives such an address
 shorter ``Settings.connect_timeout_seconds``, and its first line says what plain connections
 to the servers found (refused, a name that does not resolve) -- before, a typo was waited on in
 silence for the whole five-minute outage budget.
+
+That budget is a person's: a CLI verb run against a wrong address. A service -- a worker, the
+notifier, the inbox, a projector -- is started by a supervisor, possibly while its broker is
+down for a restart, and must wait that out as it would an outage after its first contact: code
+running :func:`as_service` gives a never-reached address the outage budget, says so in its
+line, and :func:`waiting` tells its readiness why it is not ready meanwhile. A malformed address
+is refused before any of this (``Settings`` checks it).
 """
 
 from __future__ import annotations
@@ -20,7 +27,8 @@ import asyncio
 import contextlib
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -73,6 +81,35 @@ LOOK_SECONDS = 1.0
 #: a pause that finds it gone an hour later both get the outage budget, not the first-contact
 #: one. Only ever added to: an address that answered once is a real one.
 _REACHED: set[str] = set()
+
+
+#: The service the running code belongs to (:func:`as_service`), or ``None`` for a CLI verb or
+#: a library call. A context variable: tasks the service starts inherit it, others do not.
+_SERVICE: ContextVar[str | None] = ContextVar("turnlog_service", default=None)
+#: What each service waits for now, as its readiness says it: one entry per wait under way.
+_WAITING: dict[int, str] = {}
+
+
+@contextlib.contextmanager
+def as_service(name: str) -> Iterator[None]:
+    """Run the block as the service ``name``: a never-reached address is waited for under the
+    outage budget (``broker_timeout_seconds``), not the first-contact one."""
+    token = _SERVICE.set(name)
+    try:
+        yield
+    finally:
+        _SERVICE.reset(token)
+
+
+def serve_as(name: str) -> None:
+    """:func:`as_service` for the rest of the running task (a CLI verb's whole life)."""
+    _SERVICE.set(name)
+
+
+def waiting() -> str | None:
+    """Why a service is not ready because of its broker (the first wait under way), if it is
+    waiting for one: what ``/readyz`` says beside "not ready"."""
+    return next(iter(_WAITING.values()), None)
 
 
 def reached(address: str) -> bool:
@@ -253,19 +290,37 @@ async def ride_out(
     An address that has not answered this process yet gets the first-contact budget instead
     (:func:`first_contact_budget`), every attempt is cut off at its end, and the first line
     comes as soon as an attempt fails or has gone unanswered for
-    :data:`NOTICE_AFTER_SECONDS` while no server accepts a connection.
+    :data:`NOTICE_AFTER_SECONDS` while no server accepts a connection. In a service
+    (:func:`as_service`) a never-reached address has the outage budget instead.
     """
-    loop = asyncio.get_running_loop()
     address = settings.bootstrap_servers
     first = not reached(address)
+    service = _SERVICE.get()
     budget, setting = (
         first_contact_budget(settings)
-        if first
+        if first and service is None
         else (settings.broker_timeout_seconds, "TURNLOG_BROKER_TIMEOUT")
     )
     outage = BrokerOutage(
-        budget, f"{who} (Kafka at {address})", log, setting=setting, never_reached=first
-    )
+        budget, f"{who} (Kafka at {address})", log, setting=setting, never_reached=first,
+        service=service,
+    )  # fmt: skip
+    try:
+        return await _ride_out(attempt, settings, outage, first, budget, timeout)
+    finally:
+        _WAITING.pop(id(outage), None)
+
+
+async def _ride_out(
+    attempt: Callable[[], Awaitable[T]],
+    settings: BrokerSettings,
+    outage: BrokerOutage,
+    first: bool,
+    budget: float,
+    timeout: float | None,
+) -> T:
+    loop = asyncio.get_running_loop()
+    address = settings.bootstrap_servers
     since: float | None = None
     while True:
         started = loop.time()
@@ -297,6 +352,11 @@ async def ride_out(
             if first and outage.tried is None:
                 outage.tried = "; ".join(map(str, await look_at(address))) or None
             backoff = outage.failed(exc, began=started)
+            if outage.service is not None:
+                _WAITING[id(outage)] = (
+                    f"{outage.who}: waiting for the broker, up to {budget:g}s "
+                    f"(TURNLOG_BROKER_TIMEOUT)"
+                )
             # The last attempt comes just after the budget is spent, and its failure raises.
             await asyncio.sleep(min(backoff, max(0.05, since + budget - loop.time() + 0.05)))
             continue

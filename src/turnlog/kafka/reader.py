@@ -70,6 +70,9 @@ class BrokerOutage:
     first-contact one (``setting`` names it) and the lines say so, with what plain connections
     to the servers found (``tried``, set by the caller) -- "connection refused" or "the name
     does not resolve" is the answer a person needs, not "unable to bootstrap".
+
+    ``service``: the service waiting (a worker, the notifier, ...), which waits out a broker it
+    never reached under the outage budget, not ready meanwhile; its line says so.
     """
 
     def __init__(
@@ -80,12 +83,14 @@ class BrokerOutage:
         *,
         setting: str = "TURNLOG_BROKER_TIMEOUT",
         never_reached: bool = False,
+        service: str | None = None,
     ) -> None:
         self.budget_seconds = budget_seconds
         self.who = who
         self.outages = 0
         self.setting = setting
         self.never_reached = never_reached
+        self.service = service
         #: What plain connections to the bootstrap servers found, for the lines (first contact).
         self.tried: str | None = None
         self._log = logger
@@ -105,13 +110,19 @@ class BrokerOutage:
         self.outages += 1
         if self.never_reached:
             tried = f"{self.tried}; " if self.tried else ""
+            waits = (
+                f"; the {self.service} waits it out as an outage, not ready meanwhile"
+                if self.service is not None
+                else ""
+            )
             self._log.warning(
-                "%s: broker unreachable, never reached yet (%s%s); trying for up to %gs (%s)",
+                "%s: broker unreachable, never reached yet (%s%s); trying for up to %gs (%s)%s",
                 self.who,
                 tried,
                 why,
                 round(self.budget_seconds, 1),
                 self.setting,
+                waits,
             )
             return
         self._log.warning(

@@ -5,7 +5,8 @@ readiness answer reads the component's state (owned partitions, a finished catch
 lives on the event loop, and a scrape must not race it from another thread.
 
 ``/healthz`` answers 200 while the loop runs (a wedged loop answers nothing, which is the
-point); ``/readyz`` answers 200 only when ``ready()`` says so, else 503.
+point); ``/readyz`` answers 200 only when ``ready()`` says so, else 503 -- with why, when
+``why()`` knows (a service waiting for a broker it has not reached yet).
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ class HealthServer:
         host: str = "0.0.0.0",
         registry: CollectorRegistry | None = None,
         ready: Callable[[], bool] = lambda: True,
+        why: Callable[[], str | None] = lambda: None,
     ) -> None:
         self._host = host
         self._port = port
         self._registry = REGISTRY if registry is None else registry
         self._ready = ready
+        self._why = why
         self._server: asyncio.Server | None = None
 
     @property
@@ -82,7 +85,9 @@ class HealthServer:
                 ready = False
             if ready:
                 return 200, "text/plain; charset=utf-8", b"ready\n"
-            return 503, "text/plain; charset=utf-8", b"not ready\n"
+            why = self._why()
+            text = "not ready\n" if not why else f"not ready: {why}\n"
+            return 503, "text/plain; charset=utf-8", text.encode()
         return 404, "text/plain; charset=utf-8", b"not found\n"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -9,6 +9,7 @@ follow the topic rather than trusting memory, so a process sees pauses written b
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -29,7 +30,7 @@ class PauseWriter(Protocol):
 
     async def ensure_ready(self) -> None: ...
 
-    async def flush(self) -> None: ...
+    async def flush(self) -> Sequence[str] | None: ...
 
     async def close(self) -> None: ...
 
@@ -75,8 +76,8 @@ class KafkaCheckpointDriver:
                 raise
             self._projector = projector
 
-    async def flush(self) -> None:
-        await self.recorder.flush()
+    async def flush(self) -> Sequence[str] | None:
+        return await self.recorder.flush()
 
     async def close(self) -> None:
         async with self._lock:

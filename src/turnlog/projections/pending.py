@@ -32,6 +32,9 @@ class OldestPending:
 class PendingSummary:
     count: int
     oldest: OldestPending | None
+    #: Of the pending pauses, those written unfinalized and not finalized yet (the crash
+    #: window): no token is out for them; their owner expires them if their writer never does.
+    unfinalized: int = 0
 
 
 def pending_summary(store: Store, now: datetime) -> PendingSummary:
@@ -48,10 +51,11 @@ def pending_summary(store: Store, now: datetime) -> PendingSummary:
             best.created_at_ms,
         ):
             best = pause
+    left = sum(1 for p in store.unfinalized() if not p.spent and p.expires_at_ms > now_ms)
     if best is None:
-        return PendingSummary(count, None)
+        return PendingSummary(count, None, left)
     paused_at = datetime.fromtimestamp(best.paused_at_ms / 1000, UTC)
-    return PendingSummary(count, OldestPending(best.thread_id, best.token_id, paused_at))
+    return PendingSummary(count, OldestPending(best.thread_id, best.token_id, paused_at), left)
 
 
 def report_pending(metrics: ProjectorMetrics, store: Store) -> None:

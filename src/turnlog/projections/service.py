@@ -8,8 +8,17 @@ Three rules, each with the failure it prevents:
   a minute must not poison the process for good;
 * ``flush`` records failures and never raises, and ``close`` runs after a failed flush and is
   idempotent -- a service that refuses to close because it could not write leaks its clients.
+  What it records is every write that did not reach the broker by the flush's end (which thread
+  and checkpoint, and why), as text scrubbed by the logs' rules: an exception's message may
+  hold a token or a key, and ``flush_failures`` is meant to be logged.
 
 A deployment with no durable driver is supported: every verb is then a no-op.
+
+A write may be recorded unfinalized (``record_write(..., finalized=False)``, what
+``Turnlog.pause(..., finalized=False)`` does) and finalized later
+(:meth:`CheckpointService.finalize`): one left unfinalized by a crash is expired by its thread's
+owner with its reason, never resumed (:mod:`turnlog.kafka.finalization`). A thread's checkpoints
+are read in the log's order.
 
 :class:`LazyStoreDriver` is the driver as processes sharing one state directory need it:
 readiness is the pause writer's alone, and a local store is opened by the first read only.
@@ -18,18 +27,21 @@ readiness is the pause writer's alone, and a local store is opened by the first 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from turnlog.contracts.checkpoint import TurnCheckpoint
+from turnlog.contracts.events import PauseRecorded
 from turnlog.errors import StoreError
+from turnlog.observability.logs import scrub
 from turnlog.projections.store import StoreLocked
 
 if TYPE_CHECKING:
     from turnlog.kafka.topics import TopicSet
+    from turnlog.producers.pauses import RecordedPause
 
 
 class CheckpointDriver(Protocol):
@@ -37,7 +49,9 @@ class CheckpointDriver(Protocol):
 
     async def ensure_ready(self) -> None: ...
 
-    async def flush(self) -> None: ...
+    async def flush(self) -> Sequence[str] | None:
+        """Push what is buffered; the writes that did not reach the broker, as text."""
+        ...
 
     async def close(self) -> None: ...
 
@@ -51,7 +65,7 @@ class Writer(Protocol):
 
     async def ensure_ready(self) -> None: ...
 
-    async def flush(self) -> None: ...
+    async def flush(self) -> Sequence[str] | None: ...
 
     async def close(self) -> None: ...
 
@@ -118,8 +132,17 @@ class LazyStoreDriver:
     async def ensure_ready(self) -> None:
         await self._writer.ensure_ready()
 
-    async def flush(self) -> None:
-        await self._writer.flush()
+    async def flush(self) -> Sequence[str] | None:
+        return await self._writer.flush()
+
+    async def finalize(self, pause: PauseRecorded, traceparent: str | None) -> RecordedPause:
+        """Write an unfinalized pause again, finalized (``PauseRecorder.finalize``)."""
+        finalize = getattr(self._writer, "finalize", None)
+        if finalize is None:
+            raise RuntimeError("this checkpoint driver's writer cannot finalize a write")
+        done: RecordedPause = await finalize(pause, traceparent)
+        self.wrote(done.thread_id, done.partition, done.offset)
+        return done
 
     async def close(self) -> None:
         async with self._lock:
@@ -187,6 +210,23 @@ class CheckpointRef:
     tenant_id: str | None = None
     safe_boundary: bool = False
     digest: str | None = None
+    #: ``False``: written in the crash window, not finalized when it was registered.
+    finalized: bool = True
+
+
+class _Paused(Protocol):
+    """What :meth:`CheckpointService.finalize` reads of a pause (``Turnlog.pause``'s result)."""
+
+    @property
+    def token(self) -> str: ...
+    @property
+    def pause(self) -> PauseRecorded: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def offset(self) -> int: ...
+    @property
+    def traceparent(self) -> str | None: ...
 
 
 class CheckpointService:
@@ -223,12 +263,16 @@ class CheckpointService:
             self._ready = True
 
     async def flush(self) -> None:
+        """Push buffered writes; each that did not reach the broker is recorded in
+        :attr:`flush_failures` (scrubbed text), never raised."""
         if self._driver is None or not self._ready:
             return
         try:
-            await self._driver.flush()
+            failures = list(await self._driver.flush() or ())
         except Exception as exc:  # noqa: BLE001 - the contract is "flush never raises"
-            self._flush_failures = (*self._flush_failures, f"{type(exc).__name__}: {exc}")
+            failures = [f"{type(exc).__name__}: {exc}"]
+        if failures:
+            self._flush_failures = (*self._flush_failures, *map(scrub, failures))
 
     async def close(self) -> None:
         if self._driver is None or self._closed:
@@ -242,8 +286,10 @@ class CheckpointService:
         checkpoint: TurnCheckpoint,
         *,
         digest: str | None = None,
+        finalized: bool = True,
     ) -> CheckpointRef:
-        """Register a write; a safe-boundary write becomes the thread's latest boundary."""
+        """Register a write; a safe-boundary write becomes the thread's latest boundary.
+        ``finalized=False``: the write is in the crash window (see :meth:`finalize`)."""
         ref = CheckpointRef(
             thread_id=checkpoint.thread_id,
             checkpoint_id=checkpoint.checkpoint_id,
@@ -253,10 +299,31 @@ class CheckpointService:
             tenant_id=checkpoint.tenant_id or None,
             safe_boundary=checkpoint.safe_boundary,
             digest=digest,
+            finalized=finalized,
         )
         if checkpoint.safe_boundary:
             self._boundaries[checkpoint.thread_id] = ref
         return ref
+
+    async def finalize(self, paused: _Paused) -> RecordedPause:
+        """Close the crash window of a pause written with ``finalized=False``: the pause is
+        written again without the mark, and the result carries its token (none was issued
+        before). A pause never finalized is expired by its owner once older than
+        ``Settings.finalize_timeout_seconds``, with the reason ``unfinalized``::
+
+            paused = await tl.pause(checkpoint, finalized=False)   # paused.token == ""
+            ...                                                    # complete the turn's state
+            done = await tl.checkpoints.finalize(paused)           # done.token: hand it out
+        """
+        if self._driver is None:
+            raise RuntimeError("no durable driver: nothing was written to finalize")
+        finalize = getattr(self._driver, "finalize", None)
+        if finalize is None:
+            raise RuntimeError("this checkpoint driver cannot finalize a write")
+        await self.ensure_ready()
+        done: RecordedPause = await finalize(paused.pause, paused.traceparent)
+        self.record_write(done.pause.checkpoint)
+        return done
 
     def latest_safe_boundary(self, thread_id: str) -> CheckpointRef | None:
         return self._boundaries.get(thread_id)

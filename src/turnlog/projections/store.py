@@ -248,8 +248,8 @@ class Store:
             if old is not None:
                 raise StoreError(
                     f"the store at {path} has layout version {old}, this build reads "
-                    f"{layout.LAYOUT_VERSION}: a worker or projector of this build migrates it "
-                    "when it opens it read-write (or rebuild it from the log)"
+                    f"{layout.LAYOUT_VERSION}: a worker or projector of this build empties it "
+                    "when it opens it read-write and fills it again from the log (or rebuild it)"
                 )
         families = {name: rocksdict.Options(raw_mode=True) for name in layout.ALL_FAMILIES}
         _bound_memory(options, families.values())
@@ -634,7 +634,9 @@ class Store:
             locator = layout.load(raw)
             token_id, expires_at = locator["token_id"], locator["expires_at"]
             if token_id is not None and expires_at is not None and expires_at > now_ms:
-                keys.append(layout.deadline_key(expires_at, token_id))
+                # Every call of a pause of several: the first may be held while others wait.
+                for token in (token_id, *locator.get("group", ())):
+                    keys.append(layout.deadline_key(expires_at, token))
         keys.sort()
         values = self._family(layout.WAITING).get([layout.WAIT_ALL + k for k in keys])
         return [
