@@ -33,6 +33,8 @@ Interactions (what a person may answer)
     ``approved_calls`` every call a resumed turn of several calls runs.
 Downstream
     ``ResumedTurns`` -- the async iterator of resumed turns; ``history_dicts`` its messages.
+    ``Continuation`` -- a resumed turn claimed to continue once (``Turnlog.continue_turn``);
+    ``AlreadyContinued`` / ``ContinuationRefused`` / ``ClaimTimeout`` -- why not.
     ``ResumedTurnTimeout`` -- ``Turnlog.resumed_turn`` (one thread's turn) found none in time.
     ``Continuation`` -- a resumed turn claimed by ``Turnlog.continue_turn``: continued once;
     ``AlreadyContinued`` / ``ContinuationRefused`` / ``ClaimTimeout`` when the claim is not won.

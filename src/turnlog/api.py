@@ -4,13 +4,15 @@ An agent developer should not have to wire a keyring into an issuer and a verifi
 and pick the worker's interactions by hand: :class:`Turnlog` does that once, from the settings and
 the keys directory, and hands out the five things a program does with paused turns::
 
+    asked = {"questions": [{"question": "Which region?", "options": ["eu", "us"]}]}
     async with Turnlog(Settings.from_env()) as tl:
-        paused = await tl.pause(checkpoint, request={"q": "region?"})   # the agent side
+        paused = await tl.pause(checkpoint, request=asked)              # the agent side
         sent = await tl.answer(paused.token, response, **paused.axes)   # the person's side
         outcome = await tl.outcome(sent.answer_id, timeout=30)          # resumed, or why not
-        async with tl.resumed() as turns:                               # the continuing side
+        async with tl.continue_turn(paused.token) as c:                 # the continuing side,
+            ...  # c.turn, once: a second continue_turn anywhere raises AlreadyContinued
+        async with tl.resumed() as turns:                               # ... or a service loop
             async for turn in turns: ...
-        turn = await tl.resumed_turn("thread-7", timeout=30)             # ... of one thread
     # and somewhere, in one or more processes: await Turnlog(settings).run_worker()
 
 Every part is lazy: a process that only answers never starts a pause producer, and pausing,
