@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import Names
 from tests.integration.cli_support import EXIT_REFUSED, EXIT_USAGE, Cli, Spawned, cli_env
+from tests.integration.example_steps import ADAPTER_EXAMPLES, run_story
 from turnlog.cli.examples import EXAMPLES, checkpoint_text
 from turnlog.producers.pauses import read_checkpoint
 
@@ -89,6 +90,7 @@ def test_each_example_agent_loop_runs_end_to_end(
     bootstrap: str, names: Names, tmp_path: Path, script: str, args: list[str], says: str
 ) -> None:
     env = cli_env(bootstrap, names.prefix, names.app, tmp_path)
+    Cli(env)("keys", "new", "--kid", "example")  # as each example's docstring says to
     run = subprocess.run(
         [sys.executable, str(ROOT / "examples" / script), *args],
         env=env,
@@ -100,3 +102,29 @@ def test_each_example_agent_loop_runs_end_to_end(
     assert run.returncode == 0, run.stderr
     assert "outcome accepted: True" in run.stdout
     assert says in run.stdout, run.stdout
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("framework", sorted(ADAPTER_EXAMPLES))
+def test_the_continue_step_run_twice_at_once_and_again_continues_once(
+    bootstrap: str, names: Names, tmp_path: Path, framework: str
+) -> None:
+    """Issue 37: two ``continue`` processes at once and a third afterwards -- one continues, the
+    side effect runs once, and the others end promptly with the named refusal, one line each,
+    instead of waiting forever on a turn someone else took."""
+    cli = Cli(cli_env(bootstrap, names.prefix, names.app, tmp_path))
+    story = run_story(framework, cli, tmp_path)
+    says = ADAPTER_EXAMPLES[framework][2]
+    won = [c for c in story.continues if c.returncode == 0]
+    assert len(won) == 1, story.continues
+    assert says in won[0].stdout
+    assert story.continues[2] is not won[0], "the one started afterwards must be refused"
+    for lost in (c for c in story.continues if c is not won[0]):
+        assert lost.returncode == 1, lost
+        (line,) = lost.stderr.splitlines()
+        assert line.startswith("AlreadyContinued: already_continued (step 8): the resumed turn")
+        assert " was continued by " in line, line
+        assert lost.stdout == ""
+        assert lost.seconds < 30, lost  # promptly: told, not left waiting for a turn
+    assert story.continues[2].stderr.rstrip().endswith(", finished)")
+    assert len(story.side_effects) == 1, story.side_effects

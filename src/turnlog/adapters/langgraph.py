@@ -158,8 +158,8 @@ async def pause_run(
     result: Mapping[str, Any],
     config: Mapping[str, Any],
     *,
-    run_id: str,
-    session_id: str,
+    run_id: str | None = None,
+    session_id: str | None = None,
     scope_hash: str,
     besides: Iterable[Interrupt | str] = (),
     interaction: str | Callable[[Interrupt], str] = interaction_of,
@@ -170,13 +170,14 @@ async def pause_run(
     the config's thread: questions and approvals in any mix (:func:`interaction_of`), the
     state's ``messages`` (when it has them) as the conversation. One ``Paused`` per interrupt;
     the turn resumes once, when the last is answered. ``besides``: interrupts paused already
-    (pending before a resume), left out."""
+    (pending before a resume), left out. ``run_id`` and ``session_id`` default to the thread
+    id (one run per thread); ``scope_hash`` binds the answer to your tenant or scope."""
     thread_id = _thread_of(config)
     pending = interrupts_of(result, besides=besides)
     return await pause_interrupts(
-        tl, pending, thread_id=thread_id, run_id=run_id, session_id=session_id,
-        scope_hash=scope_hash, interaction=interaction, messages=result.get("messages") or (),
-        prompt=prompt, ttl=ttl,
+        tl, pending, thread_id=thread_id, run_id=run_id or thread_id,
+        session_id=session_id or thread_id, scope_hash=scope_hash, interaction=interaction,
+        messages=result.get("messages") or (), prompt=prompt, ttl=ttl,
     )  # fmt: skip
 
 

@@ -133,8 +133,8 @@ async def pause_run(
     result: RunResult,
     *,
     thread_id: str,
-    run_id: str,
-    session_id: str,
+    run_id: str | None = None,
+    session_id: str | None = None,
     scope_hash: str,
     prompt: str = "",
     ttl: timedelta | float | None = None,
@@ -145,7 +145,9 @@ async def pause_run(
     model made them, each answered on its own; the turn resumes once, when the last is
     answered. The run's items are the checkpoint, the asking round in them once.
     :class:`~turnlog.errors.PauseInvalid` for a run that is not interrupted or stopped for
-    something else than a tool approval -- before anything is written."""
+    something else than a tool approval -- before anything is written. ``run_id`` and
+    ``session_id`` default to the thread id (one run per thread); ``scope_hash`` binds the
+    answer to your tenant or scope."""
     require_signing_key(tl)
     _refuse_others(result)
     if not result.interruptions:
@@ -164,8 +166,8 @@ async def pause_run(
             )
     first = to_pause[0]
     checkpoint = TurnCheckpoint(
-        run_id=run_id,
-        session_id=session_id,
+        run_id=run_id or thread_id,
+        session_id=session_id or thread_id,
         thread_id=thread_id,
         checkpoint_id=f"interrupted-{first.tool_call_id}",
         scope_hash=scope_hash,

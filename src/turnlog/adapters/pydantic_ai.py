@@ -161,8 +161,8 @@ async def pause_run(
     result: AgentRunResult[Any],
     *,
     thread_id: str,
-    run_id: str,
-    session_id: str,
+    run_id: str | None = None,
+    session_id: str | None = None,
     scope_hash: str,
     prompt: str = "",
     ttl: timedelta | float | None = None,
@@ -173,14 +173,17 @@ async def pause_run(
     each answered on its own; the turn resumes once, when the last is answered. The run's
     messages (``result.all_messages()``) are the checkpoint, with the asking round once.
     :class:`~turnlog.errors.PauseInvalid` for a run that deferred nothing, or an external call
-    no interaction is registered for -- before anything is written."""
+    no interaction is registered for -- before anything is written. ``run_id`` and
+    ``session_id`` default to the thread id (one run per thread); ``scope_hash`` binds the
+    answer to your tenant or scope."""
     if not isinstance(result.output, DeferredToolRequests):
         raise PauseInvalid(
             "result", "the run ended without deferred tool requests; nothing to pause"
         )
     return await _pause(
-        tl, result.output, result.all_messages(), thread_id=thread_id, run_id=run_id,
-        session_id=session_id, scope_hash=scope_hash, prompt=prompt, ttl=ttl,
+        tl, result.output, result.all_messages(), thread_id=thread_id,
+        run_id=run_id or thread_id, session_id=session_id or thread_id, scope_hash=scope_hash,
+        prompt=prompt, ttl=ttl,
     )  # fmt: skip
 
 
