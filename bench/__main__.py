@@ -30,6 +30,7 @@ SCENARIOS = (
     "memory",
     "scale",
     "ledger",
+    "continuation",
 )
 
 #: (full, --quick) defaults of the size options.
@@ -94,13 +95,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         help="scale: the broker's log directory, to read the topics' bytes on disk "
         "(default: the sum of the records' keys and values only)",
-    )
-    parser.add_argument(
-        "--session-timeout-ms",
-        type=int,
-        default=6000,
-        help="scale: the workers' session timeout in the standby takeover (6000, the broker's "
-        "least by default; lower needs the broker's group.min.session.timeout.ms lowered)",
     )
     parser.add_argument(
         "--scaleout-workers",
