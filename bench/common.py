@@ -70,6 +70,18 @@ def wire_options() -> dict[str, str]:
     }
 
 
+def group_options() -> dict[str, int]:
+    """The worker group's timings from ``TURNLOG_SESSION_TIMEOUT_MS`` and
+    ``TURNLOG_HEARTBEAT_INTERVAL_MS``, read and checked by turnlog's own settings -- what
+    ``turnlog worker`` reads, so a takeover measured here is one an operator can set."""
+    names = ("TURNLOG_SESSION_TIMEOUT_MS", "TURNLOG_HEARTBEAT_INTERVAL_MS")
+    settings = Settings.from_env({n: os.environ[n] for n in names if n in os.environ})
+    return {
+        "session_timeout_ms": settings.session_timeout_ms,
+        "heartbeat_interval_ms": settings.heartbeat_interval_ms,
+    }
+
+
 def make_deployment(
     bootstrap: str,
     prefix: str,

@@ -37,7 +37,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
-from bench.common import raw_read_to_end, reader_consumer, wire_options
+from bench.common import group_options, raw_read_to_end, reader_consumer, wire_options
 from bench.measure import REPO, Profiling, memory_kb
 from turnlog.kafka import clients
 
@@ -144,6 +144,7 @@ async def run_turnlog(config: dict[str, Any]) -> None:
         partitions=config["partitions"],
         commit_interval_ms=config["commit_interval_ms"],
         **wire_options(),  # type: ignore[arg-type]
+        **group_options(),  # TURNLOG_SESSION_TIMEOUT_MS, as `turnlog worker` reads it
     )
     if "ledger_keep_seconds" in config:
         settings = settings.with_(ledger_keep_seconds=config["ledger_keep_seconds"])
@@ -164,7 +165,6 @@ async def run_turnlog(config: dict[str, Any]) -> None:
         max_batch=config["max_batch"],
         expiry_interval=config.get("expiry_interval", 1.0),
         standbys=config.get("standbys", 0),
-        session_timeout_ms=config.get("session_timeout_ms", 10000),
     )
     if timings is not None:  # the fetch wait, on its own
         timings.time_calls("fetch", worker._consumer, "getmany")

@@ -61,6 +61,7 @@ from bench.common import (
     create_topics,
     delete_topics,
     dir_bytes,
+    group_options,
     log_bytes,
     make_deployment,
     pause_for,
@@ -77,6 +78,7 @@ from bench.scenarios import Context, worker_config
 from bench.workerproc import WorkerProcess
 from turnlog.inbox.views import LIST_LIMIT
 from turnlog.kafka.partitioning import partition_for, pause_key
+from turnlog.settings import Settings
 from turnlog.wire.codec import encode
 
 PARTITIONS = 12
@@ -325,8 +327,9 @@ async def _one_size(ctx: Context, prefix: str, n: int) -> dict[str, dict[str, An
             "baseline": [full["ready_s"]],
             "baseline_name": "full restore (above)",
             "notes": (
-                f"the group's session timeout ({took['session_s']:g} s) is in it: the time "
-                "to notice a dead member"
+                f"the group's session timeout ({took['session_s']:g} s, "
+                f"TURNLOG_SESSION_TIMEOUT_MS; heartbeat {took['heartbeat_ms']} ms) is in it: the "
+                "time to notice a dead member"
                 + (
                     f"; the owner had dropped out of the group {took['dropped']} time(s) before"
                     if took["dropped"]
@@ -354,15 +357,17 @@ async def _standby_takeover(
     from an empty directory. The group splits the partitions; the newcomer restores its half
     and keeps warm copies of the owner's. Once they are current, the owner is SIGKILLed, and
     the newcomer is timed to owning every partition, and its take of the dead owner's."""
-    session_ms = ctx.options.session_timeout_ms
+    timings = group_options()  # the workers read the same variables (bench/workerproc.py)
+    session_ms = timings["session_timeout_ms"]
 
     def config(state: Path) -> dict[str, Any]:
         made = worker_config(
             ctx, dep, "turnlog", app_id=dep.settings.application_id, state_dir=state
         )
-        # The session timeout is the soonest a SIGKILLed member's partitions move: 6 s, the
-        # broker's least by default (group.min.session.timeout.ms), unless told otherwise.
-        made.update(standbys=1, session_timeout_ms=session_ms, expiry_interval=SWEEP_INTERVAL)
+        # The session timeout is the soonest a SIGKILLed member's partitions move: the
+        # workers take it from TURNLOG_SESSION_TIMEOUT_MS, as `turnlog worker` does (10 s by
+        # default; under the broker's group.min.session.timeout.ms, 6 s, needs that lowered).
+        made.update(standbys=1, expiry_interval=SWEEP_INTERVAL)
         return made
 
     owner, standby = WorkerProcess(config(owner_state)), WorkerProcess(config(standby_state))
@@ -403,6 +408,7 @@ async def _standby_takeover(
         "restored": sum(records.get(p, 0) for p in victim),
         "warm_s": current["t"] - began,
         "session_s": session_ms / 1000,
+        "heartbeat_ms": Settings(**timings).heartbeat_ms,
         "dropped": dropped,
     }
 

@@ -22,6 +22,7 @@ from turnlog.cli.app import (
     run_state,
 )
 from turnlog.cli.common import caught_up, projection_dir, verifier, worker_dir
+from turnlog.cli.group_timings import HeartbeatOpt, SessionTimeoutOpt, group_timings
 from turnlog.cli.observe import LogFormatOpt, LogLevelOpt, MetricsPortOpt, serving, setup_logs
 from turnlog.errors import BrokerUnavailable
 from turnlog.settings import Settings
@@ -60,6 +61,8 @@ async def worker(
             "a full restore.",
         ),
     ] = 0,
+    session_timeout_ms: SessionTimeoutOpt = None,
+    heartbeat_interval_ms: HeartbeatOpt = None,
     metrics_port: MetricsPortOpt = None,
     log_level: LogLevelOpt = None,
     log_format: LogFormatOpt = None,
@@ -70,7 +73,7 @@ async def worker(
     from turnlog.kafka.outage import serve_as
     from turnlog.projections.store import Store
 
-    settings = run_state(ctx).settings
+    settings = group_timings(run_state(ctx).settings, session_timeout_ms, heartbeat_interval_ms)
     checks = verifier(settings)  # the keys and the store first: neither needs the broker
     store = Store.open(worker_dir(settings))
     # A service: a broker down when it starts is waited out under TURNLOG_BROKER_TIMEOUT, not

@@ -49,6 +49,7 @@ from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssigno
 from aiokafka.errors import (
     IllegalStateError,
     InconsistentGroupProtocolError,
+    InvalidSessionTimeoutError,
     KafkaError,
     ProducerFenced,
 )
@@ -244,7 +245,7 @@ class ResumeWorker(Lifecycle):
         clock: Callable[[], datetime] = utc_now,
         expiry_interval: float = 1.0,
         max_batch: int = 2000,
-        session_timeout_ms: int = 10000,
+        session_timeout_ms: int | None = None,
         instance_id: str | None = None,
         registry: CollectorRegistry | None = None,
         verify_threads: int = 2,
@@ -252,6 +253,8 @@ class ResumeWorker(Lifecycle):
     ) -> None:
         if not 0 <= standbys <= MOST_STANDBYS:
             raise ValueError(f"standbys must be 0..{MOST_STANDBYS}, not {standbys}")
+        if session_timeout_ms is not None:  # a test's own; a deployment sets the settings'
+            settings = settings.with_(session_timeout_ms=session_timeout_ms)
         self.settings = settings
         self.topics = topics or TopicSet.from_settings(settings)
         self.store = store
@@ -272,7 +275,7 @@ class ResumeWorker(Lifecycle):
             settings.application_id,
             self.topics.answers,
             restore=self._take_state,
-            refence_after=session_timeout_ms / 1000,
+            refence_after=settings.session_timeout_ms / 1000,
         )
         self._assigned: set[int] = set()
         #: Per taken partition, the committed offset the take positioned it at: nothing below
@@ -318,8 +321,8 @@ class ResumeWorker(Lifecycle):
             auto_offset_reset="earliest",
             max_poll_records=max_batch,
             # A member that dies without leaving keeps its partitions this long.
-            session_timeout_ms=session_timeout_ms,
-            heartbeat_interval_ms=min(1000, session_timeout_ms // 3),
+            session_timeout_ms=settings.session_timeout_ms,
+            heartbeat_interval_ms=settings.heartbeat_ms,
             rebalance_timeout_ms=60000,
             max_poll_interval_ms=120000,
             partition_assignment_strategy=_strategies(standbys, assignor),
@@ -426,6 +429,8 @@ class ResumeWorker(Lifecycle):
                         await self._round()
                     except InconsistentGroupProtocolError as exc:
                         raise ConfigurationError(self._mixed_group()) from exc
+                    except InvalidSessionTimeoutError as exc:  # not an outage: never waited out
+                        raise ConfigurationError(self._session_refused()) from exc
                     except _BROKER_TROUBLE as exc:
                         self._outage_began(outage.down)
                         await self._pause_for(outage.failed(exc))
@@ -441,6 +446,16 @@ class ResumeWorker(Lifecycle):
                         await task
         finally:
             await self.stop()
+
+    def _session_refused(self) -> str:
+        """What a join refused for its session timeout says: the value, the broker's bounds."""
+        return (
+            f"the broker refused the worker group's session timeout of "
+            f"{self.settings.session_timeout_ms} ms (TURNLOG_SESSION_TIMEOUT_MS, "
+            "--session-timeout-ms): it takes values from its group.min.session.timeout.ms to its "
+            "group.max.session.timeout.ms (6000 to 1800000 by default); set one in that range, "
+            "or change the broker's bounds"
+        )
 
     def _mixed_group(self) -> str:
         """What a refused join says: which side keeps copies, and what to change."""
