@@ -10,15 +10,29 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent, DeferredToolRequests
-from pydantic_ai.messages import ModelRequest, ToolReturnPart
+from pydantic_ai import Agent, CallDeferred, DeferredToolRequests, RunContext
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.models.test import TestModel
 
 from tests.conftest import Names
 from tests.integration.test_api import api_settings
-from turnlog import Paused, PauseInvalid, Turnlog, approve, edit, reject
+from turnlog import AlreadyContinued, Paused, PauseInvalid, Turnlog, approve, edit, reject
 from turnlog.adapters import rejection_message
-from turnlog.adapters.pydantic_ai import pause_deferred, pause_deferred_calls, resume_arguments
+from turnlog.adapters.pydantic_ai import (
+    continue_run,
+    pause_deferred,
+    pause_deferred_calls,
+    pause_run,
+    resume_arguments,
+)
 
 RAN: list[dict[str, str]] = []
 
@@ -117,7 +131,7 @@ async def test_two_deferred_approvals_pause_once_and_resume_once_with_both_decis
     no = reject("notify", notify_args, "not now")
 
     async with Turnlog(settings) as agent_side:
-        with pytest.raises(PauseInvalid, match="pause_deferred_calls"):
+        with pytest.raises(PauseInvalid, match=r"pause_run\(\)"):
             await pause_deferred(agent_side, first.output, first.all_messages(), **ids)
         deploy_call, notify_call = await pause_deferred_calls(
             agent_side, first.output, first.all_messages(), **ids
@@ -154,3 +168,132 @@ async def test_two_deferred_approvals_pause_once_and_resume_once_with_both_decis
     }
     assert returned["notify"] == rejection_message(no)
     assert str(returned["deploy"]).startswith("deployed")
+
+
+KEYS: list[Any] = []
+QUESTION = {"questions": [{"question": "Which region?", "options": ["eu", "us"]}]}
+PICKED = {"answers": [{"selections": ["us"], "other": None}]}
+
+
+def make_keyed_agent(crash: bool = False) -> Agent[None, str | DeferredToolRequests]:
+    """The deploy of the documented continue step: it records its idempotency key, and with
+    ``crash`` dies (raises) after it ran -- after the claim, before done."""
+    agent: Agent[None, str | DeferredToolRequests] = Agent(
+        TestModel(), output_type=[str, DeferredToolRequests]
+    )
+
+    @agent.tool(requires_approval=True)
+    def deploy(ctx: RunContext[None], service: str, region: str) -> str:
+        RAN.append({"service": service, "region": region})
+        KEYS.append((ctx.tool_call_metadata or {}).get("idempotency_key"))
+        if crash:
+            raise RuntimeError("the process died here")
+        return f"deployed {service} to {region}"
+
+    return agent
+
+
+async def paused_and_approved(
+    tl: Turnlog, thread: str
+) -> tuple[Paused, Agent[None, str | DeferredToolRequests]]:
+    first = await make_keyed_agent().run("Deploy billing.")
+    assert isinstance(first.output, DeferredToolRequests)
+    arguments = first.output.approvals[0].args_as_dict()
+    (paused,) = await pause_run(tl, first, thread_id=thread, scope_hash="t")
+    sent = await tl.answer(paused.token, approve("deploy", arguments), **paused.axes)
+    assert (await tl.outcome(sent.answer_id, timeout=45)).accepted
+    return paused, make_keyed_agent()
+
+
+async def test_the_continue_step_twice_at_once_and_again_runs_the_approved_tool_once(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """Issue 37: continue_run by two clients at once and by a third afterwards -- one runs the
+    deploy, with its idempotency key; the others get AlreadyContinued and run nothing (before,
+    each continue step ran the deploy)."""
+    RAN.clear(), KEYS.clear()
+    settings = api_settings(bootstrap, names, tmp_path)
+    async with Turnlog(settings) as tl, Turnlog(settings) as other, Turnlog(settings) as late:
+        worker = asyncio.create_task(tl.run_worker())
+        paused, agent = await paused_and_approved(tl, "pa-once")
+        both = await asyncio.gather(
+            continue_run(tl, paused.token, agent),
+            continue_run(other, paused.token, agent),
+            return_exceptions=True,
+        )
+        with pytest.raises(AlreadyContinued) as afterwards:
+            await continue_run(late, paused.token, agent)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    won = [r for r in both if not isinstance(r, BaseException)]
+    assert len(won) == 1 and "deployed" in str(won[0].output)
+    assert [type(r) for r in both if isinstance(r, BaseException)] == [AlreadyContinued]
+    assert afterwards.value.finished and afterwards.value.claimant
+    assert len(RAN) == 1
+    assert [f"{paused.token_id}:{paused.pause.checkpoint.tool_call_id}"] == KEYS
+
+
+async def test_a_crash_after_the_claim_is_retaken_only_explicitly_with_the_same_key(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """The process dies after its claim, before done: the next continue is refused (the claim
+    is held, not finished); retake=True continues, and the tool gets the key it got before."""
+    RAN.clear(), KEYS.clear()
+    settings = api_settings(bootstrap, names, tmp_path)
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        paused, agent = await paused_and_approved(tl, "pa-crash")
+        with pytest.raises(RuntimeError, match="died here"):
+            await continue_run(tl, paused.token, make_keyed_agent(crash=True))
+        with pytest.raises(AlreadyContinued) as held:
+            await continue_run(tl, paused.token, agent)
+        assert not held.value.finished
+        retaken = await continue_run(tl, paused.token, agent, retake=True)
+        with pytest.raises(AlreadyContinued) as finished:
+            await continue_run(tl, paused.token, agent, retake=True)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    assert "deployed" in str(retaken.output)
+    assert finished.value.finished  # a finished claim is never taken again
+    assert len(RAN) == 2 and KEYS[0] == KEYS[1] is not None  # the same key: the API dedupes
+
+
+def asks_then_reads(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Asks which region (an ``ask_user`` external call); then says what the person picked."""
+    answered = [
+        part.content
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    ]
+    if answered:
+        return ModelResponse(parts=[TextPart(f"read: {answered[-1]}")])
+    return ModelResponse(parts=[ToolCallPart("ask_user", QUESTION, tool_call_id="q-1")])
+
+
+async def test_a_question_with_options_is_paused_and_continued_through_the_adapter(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """An external call named ask_user is a question with options: pause_run pauses it,
+    continue_run gives the model the person's answer (issue 37: it could not be paused)."""
+    agent: Agent[None, str | DeferredToolRequests] = Agent(
+        FunctionModel(asks_then_reads), output_type=[str, DeferredToolRequests]
+    )
+
+    @agent.tool_plain
+    def ask_user(questions: list[dict[str, Any]]) -> str:
+        raise CallDeferred
+
+    first = await agent.run("Deploy billing.")
+    async with Turnlog(api_settings(bootstrap, names, tmp_path)) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        (paused,) = await pause_run(tl, first, thread_id="pa-ask", scope_hash="t")
+        assert paused.pause.checkpoint.name == "ask_user"
+        sent = await tl.answer(paused.token, PICKED, **paused.axes)
+        assert (await tl.outcome(sent.answer_id, timeout=45)).accepted
+        second = await continue_run(tl, paused.token, agent)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    assert isinstance(second.output, str) and second.output.startswith("read: The person")
+    assert "us" in second.output
