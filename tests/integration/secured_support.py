@@ -17,6 +17,7 @@ from tests.brokers import SecureBroker
 from tests.deployment import ANSWER, REQUEST, Deployment, axes, sample_checkpoint
 from tests.integration.worker_support import running_worker
 from tests.kafka_helpers import eventually
+from turnlog import Turnlog
 from turnlog.consumers.resumed import ResumedTurns
 from turnlog.contracts.events import TurnResumed
 from turnlog.kafka import clients
@@ -94,6 +95,14 @@ async def run_flow(
     ):
         await publisher.publish(pause.token, ANSWER, **axes(cp), answer_id=f"{thread}-1")
         event = await asyncio.wait_for(anext(aiter(turns)), 60)
+        assert isinstance(event, TurnResumed)
+        # The reader continues it under a claim: its principal writes the claim to answers
+        # and reads its decision from consumptions and rejections, nothing more.
+        async with (
+            Turnlog(as_("reader"), keyring=dep.keyring) as tl,
+            tl.continue_turn(event, timeout=60) as claimed,
+        ):
+            assert claimed.turn.token_id == event.token_id
     assert isinstance(event, TurnResumed)
     assert (event.thread_id, event.answer_id) == (thread, f"{thread}-1")
     return event

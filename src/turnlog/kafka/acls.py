@@ -9,7 +9,9 @@ and what they prove is enough: a role that needed one more right would fail ther
   (readiness verifies the topics an operator made: ``TURNLOG_CREATE_TOPICS=false``);
 - worker (ResumeWorker): reads answers, pauses and consumptions, writes consumptions, resumed
   and rejections in transactions of its per-partition transactional ids, commits its group;
-- reader (ResumedTurns): reads resumed in its own group;
+- reader (ResumedTurns, ``continue_turn``): reads resumed in its own group, and claims the turns
+  it continues: writes the claim to answers and reads its decision from consumptions and
+  rejections (no group: a plain read);
 - projector (``turnlog project``, ``show``, ``pending``): reads pauses and consumptions.
 """
 
@@ -104,6 +106,10 @@ def role_acls(
             ("READ", "TOPIC", topics.resumed),
             ("DESCRIBE", "TOPIC", topics.resumed),
             ("READ", "GROUP", reader_group or f"{application_id}.agents"),
+            ("WRITE", "TOPIC", topics.answers),
+            ("DESCRIBE", "TOPIC", topics.answers),
+            ("READ", "TOPIC", topics.consumptions),
+            ("READ", "TOPIC", topics.rejections),
         )
     if projector:
         grant(
