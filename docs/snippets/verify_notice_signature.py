@@ -8,7 +8,12 @@ import time
 def verify_turnlog_signature(
     secret: bytes, header: str, body: bytes, tolerance: float = 300
 ) -> bool:
-    """True when ``header`` (the turnlog-signature value) signs ``body`` (the raw bytes)."""
+    """True when ``header`` (the turnlog-signature value) signs ``body`` (the raw bytes).
+
+    ``secret`` is the key's bytes: the secret's text exactly as the notifier was given it
+    (TURNLOG_NOTIFY_SECRET, or a line of --secret-file without its surrounding whitespace),
+    encoded as UTF-8 -- never decoded from hex or base64, whatever it looks like.
+    """
     fields = [part.strip().partition("=") for part in header.split(",")]
     stamps = [value for name, _, value in fields if name == "t"]
     if len(stamps) != 1 or not stamps[0].isdigit():

@@ -31,7 +31,9 @@ class Hit:
 
 
 class Receiver:
-    def __init__(self, *, slow_seconds: float = 5.0, pace_seconds: float = 0.3) -> None:
+    def __init__(
+        self, *, slow_seconds: float = 5.0, pace_seconds: float = 0.3, port: int = 0
+    ) -> None:
         self.slow_seconds = slow_seconds
         self.pace_seconds = pace_seconds
         self._hits: list[Hit] = []
@@ -60,14 +62,19 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        # port: the port of a receiver closed before, to play a webhook back after an outage
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.server.block_on_close = False
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self._thread.start()
 
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
     def url(self, path: str) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}{path}"
+        return f"http://127.0.0.1:{self.port}{path}"
 
     def hits(self, path: str | None = None) -> list[Hit]:
         with self._lock:

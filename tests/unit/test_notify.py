@@ -5,6 +5,7 @@ the config, and one delivery's retries against a scripted receiver."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -18,7 +19,7 @@ from turnlog.notify import payload
 from turnlog.notify.backoff import Backoff
 from turnlog.notify.book import Book, Mark, Reminders
 from turnlog.notify.config import Sink, build, parse_duration
-from turnlog.notify.sender import Result, deliver
+from turnlog.notify.sender import DELIVERED, FAILED, REFUSED, Attempt, attempt, scrub
 from turnlog.notify.signing import (
     IDEMPOTENCY_HEADER,
     SIGNATURE_HEADER,
@@ -72,7 +73,7 @@ def test_a_summary_is_one_marked_clipped_line() -> None:
     summary = payload.recorded(_pause(sneaky)).summary
     assert summary is not None
     assert "\u202e" not in summary and "⟨U+202E⟩" in summary and "\n" not in summary
-    assert len(summary) <= 201 and summary.endswith("…")
+    assert len(summary) == 200 and summary.endswith("…")  # the ellipsis counted in the 200
     approval = json.dumps({"tool": "transfer_funds", "arguments": {"amount": 1}})
     assert payload.recorded(_pause(approval)).summary == "approve transfer_funds"
     two = json.dumps({"questions": [{"question": "A?"}, {"question": "B?"}]})
@@ -84,6 +85,13 @@ def test_summaries_are_marked_as_the_inbox_marks_what_it_shows() -> None:
 
     spoof = "Delete the \u202etseT database?\u200b"
     assert text.one_line(spoof) == "Delete the ⟨U+202E⟩tseT database?⟨U+200B⟩"
+    # CR, LF and TAB are controls like the others: marked where they stand, not made spaces.
+    assert text.one_line("Which\r\nregion?\tEU") == "Which⟨U+000D⟩⟨U+000A⟩region?⟨U+0009⟩EU"
+    assert text.one_line("x" * 200) == "x" * 200
+    assert text.one_line("x" * 201) == "x" * 199 + "…"
+    # Never half a mark: cut before it rather than leave "⟨U+20" to read as text.
+    cut = text.one_line("x" * 195 + "\u202e" + "y" * 10)
+    assert cut == "x" * 195 + "…" and len(cut) <= 200
 
 
 def test_closing_notices_carry_the_pause_and_refusals_of_unknown_pauses_are_dropped() -> None:
@@ -161,6 +169,53 @@ def test_a_reminder_id_is_the_same_on_every_replay_and_not_the_pause_id() -> Non
     facts = payload.facts_of(_pause())
     first, again = payload.reminder(facts, T0), payload.reminder(facts, T0 + timedelta(1))
     assert first.event_id == again.event_id != facts.pause_event_id
+    assert re.fullmatch("[0-9a-f]{32}", first.event_id)  # the documented form of every id
+
+
+def test_every_call_of_a_group_hears_its_close_each_with_its_own_id() -> None:
+    resumed = TurnResumed(
+        event_id="e" * 32,
+        occurred_at=T0,
+        package_version="t",
+        token_id="tok-b",
+        answer_id="a",
+        run_id="r",
+        session_id="s",
+        thread_id="thread-1",
+        checkpoint_id="cp-1",
+        interrupt_id="i",
+        tool_call_id="call-b",
+        name="ask_user",
+        prompt="B?",
+        response_json="{}",
+        answers=(
+            {"token_id": "tok-a", "name": "approve_tool_call", "tool_call_id": "call-a"},
+            {"token_id": "tok-b", "name": "ask_user", "tool_call_id": "call-b"},
+        ),
+    )
+    calls = payload.closing_calls(resumed, ())
+    assert calls == ("tok-a", "tok-b")
+    notices = [payload.closed(resumed, None, call=t, calls=len(calls)) for t in calls]
+    assert [n.token_id for n in notices if n] == ["tok-a", "tok-b"]
+    ids = [n.event_id for n in notices if n]
+    assert len(set(ids)) == 2 and all(re.fullmatch("[0-9a-f]{32}", i) for i in ids)
+    assert [n.interaction for n in notices if n] == ["approve_tool_call", "ask_user"]
+    expired = PauseExpired(
+        event_id="f" * 32,
+        occurred_at=T0,
+        package_version="t",
+        token_id="tok-a",
+        thread_id="thread-1",
+        checkpoint_id="cp-1",
+        run_id="r",
+        session_id="s",
+        tool_call_id="call-a",
+        expires_at=T0,
+    )
+    assert payload.closing_calls(expired, ("tok-a", "tok-b")) == ("tok-a", "tok-b")
+    assert payload.closing_calls(expired, ()) == ("tok-a",)
+    one = payload.closed(expired, None)
+    assert one is not None and one.event_id == "f" * 32  # one call: the event's own id
 
 
 def test_a_signature_verifies_and_nothing_else_does() -> None:
@@ -178,13 +233,23 @@ def test_a_signature_verifies_and_nothing_else_does() -> None:
     assert verify(b"the-new-secret-1234", rotating, body, now=1.7e9)
 
 
-def test_the_backoff_doubles_up_to_its_cap_and_is_bounded() -> None:
-    assert Backoff().delays() == (0.5, 1.0, 2.0, 4.0)
-    assert Backoff(attempts=8, base_seconds=1, cap_seconds=10).delays() == (1, 2, 4, 8, 10, 10, 10)
-    assert Backoff(attempts=1).delays() == ()
-    assert Backoff(attempts=3, base_seconds=1).worst_case(10) == 33
+def test_the_backoff_doubles_up_to_its_cap_with_jitter_for_a_day_by_default() -> None:
+    default = Backoff()
+    assert default.horizon == timedelta(days=1)
+    assert [default.step(n) for n in (1, 2, 3, 9, 10, 1000)] == [1, 2, 4, 256, 300, 300]
+    capped = Backoff(base_seconds=1, cap_seconds=10)
+    # Equal jitter: somewhere in the upper half of the step, never more than the cap.
+    assert [capped.delay(4, 0.0), capped.delay(4, 0.5), capped.delay(4, 0.999)] == [
+        4.0,
+        6.0,
+        pytest.approx(7.996),
+    ]
+    assert capped.delay(50, 1.0) == 10
+    for bad in ({"base_seconds": 0}, {"base_seconds": 5, "cap_seconds": 1}):
+        with pytest.raises(ValueError):
+            Backoff(**bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        Backoff(attempts=0)
+        Backoff(horizon=timedelta(0))
 
 
 def _facts(token: str, deadline_min: int, recorded_min: int = 0) -> payload.PauseFacts:
@@ -270,6 +335,16 @@ def test_durations_and_the_config_are_checked_when_built() -> None:
     with pytest.raises(SettingError, match="TURNLOG_NOTIFY_TIMEOUT"):
         build({**env, "TURNLOG_NOTIFY_TIMEOUT": "soon"})
     assert Sink("https://user:pw@host:8443/p?k=v").describe() == "https://host:8443/…"
+    assert config.backoff == Backoff()
+    tuned = build({**env, "TURNLOG_NOTIFY_RETRY_CAP": "2s"}, retry_for="6h", retry_base="0.2")
+    assert tuned.backoff == Backoff(0.2, 2.0, timedelta(hours=6))
+    for bad in (
+        {"retry_for": "30s"},
+        {"retry_for": "31d"},
+        {"retry_base": "1m", "retry_cap": "1s"},
+    ):
+        with pytest.raises(SettingError):
+            build(env, **bad)
 
 
 class _Receiver:
@@ -287,41 +362,35 @@ class _Receiver:
         return answer
 
 
-async def _deliver(receiver: _Receiver, attempts: int = 4) -> tuple[Result, list[float]]:
-    waits: list[float] = []
-
-    async def sleep(seconds: float) -> None:
-        waits.append(seconds)
-
-    result = await deliver(
+async def _attempt(receiver: _Receiver, url: str = "http://r") -> Attempt:
+    return await attempt(
         receiver,
-        "http://r",
+        url,
         b"{}",
         event_id="ev-1",
         kind="pause.recorded",
         secrets=(SECRET,),
-        backoff=Backoff(attempts=attempts, base_seconds=1),
         timeout=2,
-        sleep=sleep,
         clock=lambda: 1_700_000_000.0,
     )
-    return result, waits
 
 
-async def test_a_delivery_retries_what_may_heal_and_stops_at_a_refusal() -> None:
-    receiver = _Receiver(500, TimeoutError(), ConnectionResetError("reset"), 204)
-    result, waits = await _deliver(receiver)
-    assert result == Result(True, 4, 204)
-    assert waits == [1, 2, 4]
+async def test_an_attempt_says_whether_to_try_again_and_never_names_the_url() -> None:
+    receiver = _Receiver(500, TimeoutError(), ConnectionResetError("reset"), 429, 204, 404)
+    outcomes = [await _attempt(receiver) for _ in range(6)]
+    assert [a.outcome for a in outcomes] == [FAILED] * 4 + [DELIVERED, REFUSED]
+    assert [a.error for a in outcomes] == [
+        "HTTP 500",
+        "no answer within 2s",
+        "ConnectionResetError: reset",
+        "HTTP 429",
+        "",
+        "HTTP 404",
+    ]
     assert {h[IDEMPOTENCY_HEADER] for h in receiver.seen} == {"ev-1"}
     assert all(verify(SECRET, h[SIGNATURE_HEADER], b"{}", now=1.7e9) for h in receiver.seen)
-
-    refused, waits = await _deliver(_Receiver(404))
-    assert (refused.delivered, refused.attempts, refused.error, waits) == (
-        False,
-        1,
-        "HTTP 404",
-        [],
-    )
-    spent, waits = await _deliver(_Receiver(503, 429, 502), attempts=3)
-    assert (spent.delivered, spent.attempts, spent.status, waits) == (False, 3, 502, [1, 2])
+    url = "https://u:pw@hooks.example/services/T0/B0/SECRETPATH?token=QSECRET"
+    leaky = _Receiver(OSError(f"cannot reach {url} (path /services/T0/B0/SECRETPATH)"))
+    said = (await _attempt(leaky, url)).error
+    assert said == "OSError: cannot reach https://hooks.example/… (path …)"
+    assert scrub("token=QSECRET at u:pw", url) == "… at …"

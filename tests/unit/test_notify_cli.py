@@ -24,7 +24,17 @@ SECRET = "0123456789abcdef-secret"
             {"TURNLOG_NOTIFY_SECRET": SECRET},
             "a duration such as",
         ),
-        (("--url", "http://h/x", "--attempts", "0"), {"TURNLOG_NOTIFY_SECRET": SECRET}, "1 to 20"),
+        (
+            ("--url", "http://h/x", "--retry-for", "10s"),
+            {"TURNLOG_NOTIFY_SECRET": SECRET},
+            "from 1m to 30d",
+        ),
+        (("--url", "not-a-url"), {"TURNLOG_NOTIFY_SECRET": SECRET}, "'not-a-url'"),
+        (
+            ("--url", "htps://hooks.example/services/T0/B0/SECRETPATH"),
+            {"TURNLOG_NOTIFY_SECRET": SECRET},
+            "'htps://hooks.example/…'",
+        ),
         (
             ("--url", "http://h/x", "--id", "two words"),
             {"TURNLOG_NOTIFY_SECRET": SECRET},

@@ -105,12 +105,30 @@ async def notify(
             help="The most one POST may take (env TURNLOG_NOTIFY_TIMEOUT, default 10).",
         ),
     ] = None,
-    attempts: Annotated[
-        int | None,
+    retry_for: Annotated[
+        str | None,
         typer.Option(
-            "--attempts",
-            help="POSTs per notice before it is reported undelivered and passed over "
-            "(env TURNLOG_NOTIFY_ATTEMPTS, default 5; waits 0.5s, 1s, 2s... between).",
+            "--retry-for",
+            metavar="DURATION",
+            help="How long a notice the webhook does not take is kept and tried again before "
+            "it is dead-lettered: 1m to 30d (env TURNLOG_NOTIFY_RETRY_FOR, default 1d).",
+        ),
+    ] = None,
+    retry_base: Annotated[
+        str | None,
+        typer.Option(
+            "--retry-base",
+            metavar="DURATION",
+            help="The first wait between attempts, doubled per failure "
+            "(env TURNLOG_NOTIFY_RETRY_BASE, default 1s).",
+        ),
+    ] = None,
+    retry_cap: Annotated[
+        str | None,
+        typer.Option(
+            "--retry-cap",
+            metavar="DURATION",
+            help="The longest wait between attempts (env TURNLOG_NOTIFY_RETRY_CAP, default 5m).",
         ),
     ] = None,
     broker_timeout: BrokerTimeoutOpt = None,
@@ -129,6 +147,7 @@ async def notify(
 
     if importlib.util.find_spec("httpx") is None:
         raise fail(EXTRA_MISSING, EXIT_FAILURE)
+    from turnlog.kafka.outage import serve_as
     from turnlog.notify.config import build
     from turnlog.notify.notifier import Notifier
 
@@ -141,9 +160,12 @@ async def notify(
         inbox_url=inbox_url,
         notifier_id=notifier_id,
         timeout=timeout,
-        attempts=attempts,
+        retry_for=retry_for,
+        retry_base=retry_base,
+        retry_cap=retry_cap,
     )
     settings = state.settings
+    serve_as("notifier")  # a broker down at its start is waited out, not ready meanwhile
     notifier = Notifier(settings, config)
     interrupts.on_stop(notifier.request_stop)
     async with notifier, serving(metrics_port, lambda: bool(notifier.lanes)):

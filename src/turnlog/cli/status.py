@@ -38,6 +38,7 @@ async def status(
     from turnlog.kafka.groups import group_status
     from turnlog.kafka.outage import ride_out
     from turnlog.kafka.topics import TopicSet
+    from turnlog.notify import undelivered
 
     settings = run_state(ctx).settings
     topics = TopicSet.from_settings(settings)
@@ -46,12 +47,21 @@ async def status(
         settings=settings,
         who="status",
     )
+    notices = await undelivered.summary(settings)
     now = utc_now()
     with open_for_reading(settings) as (store, writer):
         if writer:
             await caught_up(store, settings)
         summary = pending_summary(store, now)
         fresh = freshness(store)
+    told: dict[str, Any] | None = None
+    if notices is not None:  # a notifier ran in this deployment: what its webhooks have not taken
+        waited = None if notices.oldest is None else (now - notices.oldest).total_seconds()
+        told = {
+            "waiting": notices.waiting,
+            "oldest_waiting_seconds": None if waited is None else round(waited, 1),
+            "dead_letters": notices.dead,
+        }
     oldest: dict[str, Any] | None = None
     if summary.oldest is not None:
         paused_at = summary.oldest.paused_at
@@ -82,6 +92,7 @@ async def status(
             for m in group.members
         ],
         "as_of": fresh,
+        "notices": told,
     }
     if as_json:
         print_json(report)
@@ -100,4 +111,11 @@ async def status(
     if oldest is not None:
         age = oldest["age_seconds"]
         out.print(f"oldest pending: thread {oldest['thread_id']}, paused {age:.0f}s ago")
+    if told is not None:
+        since = told["oldest_waiting_seconds"]
+        oldest_note = "" if since is None else f", the oldest for {since:.0f}s"
+        out.print(
+            f"notices not yet taken by a webhook: {told['waiting']}{oldest_note}; "
+            f"dead-lettered: {told['dead_letters']}"
+        )
     err.print(f"as of {fresh}", soft_wrap=True)

@@ -53,20 +53,39 @@ class Book:
     #: the pauses record key of each pause's tokens (several for a pause of several calls)
     keys: dict[bytes, list[str]] = field(default_factory=dict)
     closed: set[str] = field(default_factory=set)
+    #: the offset of each pause's record on its pauses partition: a closing notice waits
+    #: until a lane has handled it (the pause's own notice goes first)
+    offsets: dict[str, int] = field(default_factory=dict)
+    #: every call (token id) of each call's pause, in the order of the calls
+    calls: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def learn(self, facts: PauseFacts, partition: int, key: bytes | None) -> None:
+    def learn(
+        self,
+        facts: PauseFacts,
+        partition: int,
+        key: bytes | None,
+        offset: int = -1,
+        calls: tuple[str, ...] = (),
+    ) -> None:
         self.pauses[facts.token_id] = facts
         self.partitions[facts.token_id] = partition
+        self.offsets[facts.token_id] = offset
+        self.calls[facts.token_id] = calls or (facts.token_id,)
         if key is not None:
             tokens = self.keys.setdefault(key, [])
             if facts.token_id not in tokens:
                 tokens.append(facts.token_id)
 
-    def forget(self, key: bytes | None) -> None:
-        """A tombstone on the pauses topic: the thread was forgotten; so is its pause here."""
+    def forget(self, key: bytes | None) -> list[str]:
+        """A tombstone on the pauses topic: the thread was forgotten; so is its pause here.
+        Returns the token ids forgotten."""
+        forgotten = list(self.keys.get(key, [])) if key is not None else []
         for token_id in self.keys.pop(key, []) if key is not None else []:
             self.pauses.pop(token_id, None)
             self.partitions.pop(token_id, None)
+            self.offsets.pop(token_id, None)
+            self.calls.pop(token_id, None)
+        return forgotten
 
     def close(self, token_id: str) -> None:
         self.closed.add(token_id)
@@ -79,7 +98,14 @@ class Book:
 
     def copy(self) -> Book:
         keys = {key: list(tokens) for key, tokens in self.keys.items()}
-        return Book(dict(self.pauses), dict(self.partitions), keys, set(self.closed))
+        return Book(
+            dict(self.pauses),
+            dict(self.partitions),
+            keys,
+            set(self.closed),
+            dict(self.offsets),
+            dict(self.calls),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,8 +26,12 @@ ENV: Final = {
     "inbox_url": "TURNLOG_INBOX_URL",
     "notifier_id": "TURNLOG_NOTIFY_ID",
     "timeout": "TURNLOG_NOTIFY_TIMEOUT",
-    "attempts": "TURNLOG_NOTIFY_ATTEMPTS",
+    "retry_for": "TURNLOG_NOTIFY_RETRY_FOR",
+    "retry_base": "TURNLOG_NOTIFY_RETRY_BASE",
+    "retry_cap": "TURNLOG_NOTIFY_RETRY_CAP",
 }
+#: The retry horizon's bounds: at least a minute (an outage outlasts seconds), at most 30 days.
+RETRY_FOR_RANGE: Final = (timedelta(minutes=1), timedelta(days=30))
 #: A shorter secret is guessable from the signatures it makes.
 MIN_SECRET_BYTES: Final = 16
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
@@ -44,9 +48,14 @@ class Sink:
 
     def describe(self) -> str:
         """The URL as a log line may show it: scheme, host and port (a Slack webhook's path
-        is its secret, and a query string may carry one)."""
-        parts = urlsplit(self.url)
-        return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/…"
+        is its secret, a query string may carry a token, the user part a password)."""
+        return describe_url(self.url)
+
+
+def describe_url(url: str) -> str:
+    """``scheme://host:port/…``: nothing of ``url``'s credentials, path, query or fragment."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}/…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +71,7 @@ class NotifyConfig:
     notifier_id: str = "default"
     #: The most one POST may take, connect to last byte.
     timeout_seconds: float = 10.0
+    #: The waits between attempts, and how long a notice is tried before it is dead-lettered.
     backoff: Backoff = field(default_factory=Backoff)
 
     def group_id(self, application_id: str, sink: Sink) -> str:
@@ -84,9 +94,16 @@ def parse_duration(text: str, name: str) -> timedelta:
 
 
 def _url(value: str, name: str) -> str:
-    parts = urlsplit(value)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SettingError(name, Sink(value).describe(), "a webhook is an http:// or https:// URL")
+    try:
+        parts = urlsplit(value)
+        host = parts.hostname
+    except ValueError:  # an unbalanced [ or a port that is no number
+        parts, host = urlsplit(""), None
+    if parts.scheme not in ("http", "https") or not host:
+        # Something that names a host may hold a secret path: shown without it; anything
+        # else is no URL at all, and shown as given so the mistake can be seen.
+        shown = describe_url(value) if parts.scheme and parts.netloc else value
+        raise SettingError(name, shown, "a webhook is an http:// or https:// URL")
     return value
 
 
@@ -105,9 +122,33 @@ def _number(environ: Mapping[str, str], key: str, default: float) -> float:
     if not text:
         return default
     try:
-        return float(text) if key == "timeout" else int(text)
+        return float(text)
     except ValueError:
         raise SettingError(ENV[key], text, "a number") from None
+
+
+def _given(given: str | None, environ: Mapping[str, str], key: str) -> str | None:
+    return given if given is not None else environ.get(ENV[key]) or None
+
+
+def _backoff(
+    environ: Mapping[str, str], retry_for: str | None, base: str | None, cap: str | None
+) -> Backoff:
+    default = Backoff()
+    horizon_text = _given(retry_for, environ, "retry_for")
+    horizon = parse_duration(horizon_text, "--retry-for") if horizon_text else default.horizon
+    low, high = RETRY_FOR_RANGE
+    if not low <= horizon <= high:
+        raise SettingError("--retry-for", horizon_text, "from 1m to 30d")
+    base_text = _given(base, environ, "retry_base")
+    cap_text = _given(cap, environ, "retry_cap")
+    base_s = parse_duration(base_text, "--retry-base").total_seconds() if base_text else None
+    cap_s = parse_duration(cap_text, "--retry-cap").total_seconds() if cap_text else None
+    base_s = default.base_seconds if base_s is None else base_s
+    cap_s = max(default.cap_seconds, base_s) if cap_s is None else cap_s
+    if not 0 < base_s <= cap_s <= 86400:
+        raise SettingError("--retry-base", base_text, "above 0, at most --retry-cap (at most 1d)")
+    return Backoff(base_seconds=base_s, cap_seconds=cap_s, horizon=horizon)
 
 
 def build(
@@ -120,7 +161,9 @@ def build(
     inbox_url: str | None = None,
     notifier_id: str | None = None,
     timeout: float | None = None,
-    attempts: int | None = None,
+    retry_for: str | None = None,
+    retry_base: str | None = None,
+    retry_cap: str | None = None,
 ) -> NotifyConfig:
     """The config from ``environ`` (the ``ENV`` names), each given value winning over its
     variable; ``secrets`` (from ``--secret-file``) wins over ``TURNLOG_NOTIFY_SECRET``."""
@@ -151,9 +194,7 @@ def build(
     seconds = timeout if timeout is not None else _number(environ, "timeout", 10.0)
     if not 0 < seconds <= 300:
         raise SettingError("--timeout", seconds, "above 0 and at most 300 seconds")
-    tries = attempts if attempts is not None else int(_number(environ, "attempts", 5))
-    if not 1 <= tries <= 20:
-        raise SettingError("--attempts", tries, "1 to 20")
+    backoff = _backoff(environ, retry_for, retry_base, retry_cap)
     return NotifyConfig(
         sinks=sinks,
         secrets=keys,
@@ -161,5 +202,5 @@ def build(
         inbox_url=inbox or None,
         notifier_id=ident,
         timeout_seconds=seconds,
-        backoff=Backoff(attempts=tries),
+        backoff=backoff,
     )

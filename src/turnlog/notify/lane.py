@@ -1,14 +1,21 @@
 """One webhook's lane: its consumer group over pauses, resumed and rejections (and consumptions,
 for the answers held by a pause of several calls), its deliveries in log order, and a commit
-after each delivery.
+after each record.
 
 The lane reads the partitions it is given (``assign``, no group membership: the group holds
-its offsets, nothing else), ``read_committed``, from the group's committed offsets. Each record
-is delivered (or given up after its retries) and then its offset committed, one record at a
-time: a process killed between a delivery and its commit posts that one notice again at the
-next start -- with the same idempotency key -- and no other. A lane that has never committed
-starts at the topics' ends and commits that start at once, so notices of the past are not sent
-and a lane killed before its first delivery does not skip what came meanwhile.
+its offsets, nothing else), ``read_committed``, from the group's committed offsets. Each
+record's notices are delivered -- or kept on the undelivered topic to be tried again
+(:mod:`~turnlog.notify.courier`) -- and then its offset committed, one record at a time: a
+process killed between a delivery and its commit posts that one notice again at the next
+start -- with the same idempotency key -- and no other.
+
+A pause's notices keep their order although they come from different topics: a closing record
+(resumed, expired, refused) whose pause's record the lane has not handled yet (its offset on
+``pauses`` is known from the replay) waits -- the lane reads it again once it has.
+
+A lane that has never committed starts at the topics' ends and commits that start at once, so
+notices of the past are not sent and a lane killed before its first delivery does not skip
+what came meanwhile.
 
 Reminders ride on the same commits: the commit of ``pauses[p]`` carries as its metadata the
 mark of the last reminder handled for partition p (:mod:`~turnlog.notify.book`).
@@ -20,6 +27,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from datetime import datetime
+from typing import Final
 
 from aiokafka import TopicPartition
 from aiokafka.structs import OffsetAndMetadata
@@ -40,8 +48,11 @@ from turnlog.kafka.topics import TopicSet
 from turnlog.notify import payload
 from turnlog.notify.book import Book, Mark, Reminders
 from turnlog.notify.config import NotifyConfig, Sink
+from turnlog.notify.courier import Courier
 from turnlog.notify.metrics import NotifyMetrics
-from turnlog.notify.sender import Post, deliver
+from turnlog.notify.sender import Post
+from turnlog.notify.undelivered import Outbox
+from turnlog.notify.waiting import Backlog
 from turnlog.settings import Settings
 from turnlog.wire.codec import decode
 
@@ -49,6 +60,8 @@ log = logging.getLogger("turnlog.notify")
 
 #: The longest a lane waits on the log before looking at its reminders again.
 _IDLE_POLL_MS = 500
+#: What :meth:`Lane._notice` says of a closing record whose pause's record is still unread.
+_HOLD: Final = object()
 
 
 class Lane:
@@ -62,6 +75,8 @@ class Lane:
         metrics: NotifyMetrics,
         *,
         partitions: list[int],
+        outbox: Outbox,
+        backlog: Backlog,
         now: Callable[[], datetime] = utc_now,
     ) -> None:
         self.settings = settings
@@ -71,8 +86,7 @@ class Lane:
         self.topics = TopicSet.from_settings(settings)
         self.group_id = config.group_id(settings.application_id, sink)
         self.reminders = Reminders(config.remind_before, {})
-        self.delivered = 0
-        self._post = post
+        self.courier = Courier(self.group_id, sink, config, post, outbox, metrics, backlog, now=now)
         self._metrics = metrics
         self._partitions = partitions
         self._now = now
@@ -105,7 +119,9 @@ class Lane:
         self._started = True
         await self._position()
         for facts, partition in self.book.open_pauses():
-            self.reminders.offer(facts, partition)
+            # A pause this lane has not handled yet is offered when it does (its notice first).
+            if self._handled(facts.token_id):
+                self.reminders.offer(facts, partition)
         self._metrics.reminders_owed.inc(len(self.reminders))
 
     async def _committed(self) -> dict[TopicPartition, OffsetAndMetadata]:
@@ -167,21 +183,43 @@ class Lane:
             timeout=attempt_timeout(self.settings),
         )
 
+    @property
+    def delivered(self) -> int:
+        return self.courier.delivered
+
+    def _handled(self, token_id: str) -> bool:
+        """Whether this lane has handled the record of ``token_id``'s pause (unknown: yes)."""
+        offset = self.book.offsets.get(token_id, -1)
+        partition = self.book.partitions.get(token_id)
+        if offset < 0 or partition is None:
+            return True
+        return self._done.get(TopicPartition(self.topics.pauses, partition), 0) > offset
+
+    def _rank(self, tp: TopicPartition) -> int:
+        """Pauses first, then consumptions, then what closes pauses: a batch that holds a
+        pause and its resume tells them in that order."""
+        return {self.topics.pauses: 0, self.topics.consumptions: 1}.get(tp.topic, 2)
+
     async def run(self, stop: asyncio.Event) -> None:
-        """Deliver what the log says and the reminders as they fall due, until ``stop``."""
+        """Deliver what the log says and the reminders as they fall due, and try again what
+        waits, until ``stop``."""
         while not stop.is_set():
             await self._remind(stop)
+            if (retry_at := self.courier.next_due()) is not None and retry_at <= self._now():
+                await self.courier.retry(stop)
             wait_ms = _IDLE_POLL_MS
-            due = self.reminders.next_due()
-            if due is not None:
-                until = (due - self._now()).total_seconds() * 1000
-                wait_ms = max(0, min(wait_ms, int(until) + 1))
+            for due in (self.reminders.next_due(), self.courier.next_due()):
+                if due is not None:
+                    until = (due - self._now()).total_seconds() * 1000
+                    wait_ms = max(0, min(wait_ms, int(until) + 1))
             batch = await self._consumer.getmany(timeout_ms=wait_ms)
-            for tp, records in batch.items():
+            for tp, records in sorted(batch.items(), key=lambda item: self._rank(item[0])):
                 for record in records:
                     if stop.is_set():
                         return  # the rest was not delivered, so not committed: read again
-                    await self._handle(tp, record)
+                    if not await self._handle(tp, record):
+                        self._consumer.seek(tp, record.offset)  # its pause first: read again
+                        break
 
     async def _remind(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -190,90 +228,71 @@ class Lane:
                 return
             self._metrics.reminders_owed.dec()
             if due.facts is not None:
-                await self._send(payload.reminder(due.facts, self._now()))
+                notice = payload.reminder(due.facts, self._now())
+                await self.courier.send(notice, give_up_at=due.facts.deadline)
             self.reminders.done(due)
             await self._commit(TopicPartition(self.topics.pauses, due.partition))
 
-    def _notice(self, record: Record) -> list[payload.Notice] | payload.Notice | None:
-        """What ``record`` tells, learning from it on the way (pauses, closed tokens)."""
+    async def _notice(self, record: Record) -> list[payload.Notice] | object:
+        """What ``record`` tells, learning from it on the way (pauses, closed tokens);
+        ``_HOLD`` when it closes a pause whose own record this lane has not handled yet."""
         if record.value is None:
             if record.topic == self.topics.pauses:
-                self.book.forget(record.key)
-            return None
+                await self.courier.forget(self.book.forget(record.key))
+            return []
         try:
             event = decode(record.value)
         except DecodeError as exc:
             self._metrics.skipped.inc()
             where = f"{record.topic}[{record.partition}]@{record.offset}"
             log.warning("notifier: %s skipped: %s", where, exc)
-            return None
+            return []
         if isinstance(event, PauseRecorded):
-            for view in payload.each_call(event):  # each call of a pause of several waits
+            views = payload.each_call(event)  # each call of a pause of several waits
+            calls = tuple(view.token_id for view in views)
+            for view in views:
                 facts = payload.facts_of(view)
-                self.book.learn(facts, record.partition, record.key)
+                self.book.learn(facts, record.partition, record.key, record.offset, calls)
                 if self.book.is_open(facts.token_id) and self.reminders.offer(
                     facts, record.partition
                 ):
                     self._metrics.reminders_owed.inc()
             return payload.recorded_calls(event)
         if isinstance(event, TurnResumed | PauseExpired):
-            known_pause = self.book.pauses.get(event.token_id)
-            self.book.close(event.token_id)
-            if isinstance(event, TurnResumed):  # a group's turn closes every call of it
-                for answer in event.answers:
-                    self.book.close(str(answer["token_id"]))
-            return payload.closed(event, known_pause)
+            # Every call the event closes hears of it, each in a notice with its own id.
+            tokens = payload.closing_calls(event, self.book.calls.get(event.token_id, ()))
+            if not all(self._handled(t) for t in tokens):
+                return _HOLD
+            for token in tokens:
+                self.book.close(token)
+            notices = [
+                payload.closed(event, self.book.pauses.get(t), call=t, calls=len(tokens))
+                for t in tokens
+            ]
+            return [n for n in notices if n is not None]
         if isinstance(event, AnswerRejected):
             known = self.book.pauses.get(event.token_id) if event.token_id else None
-            return payload.closed(event, known)
+            if event.token_id and not self._handled(event.token_id):
+                return _HOLD
+            refused = payload.closed(event, known)
+            return [] if refused is None else [refused]
         if isinstance(event, TokenConsumed):
             # Told of by the TurnResumed or AnswerRejected that follows, except an answer held
             # for its pause's other calls: that call no longer waits on anyone (no reminder),
             # and its turn's notice comes when the last call is answered.
             self.book.close(event.token_id)
-            return None
+            return []
         self._metrics.skipped.inc()
-        return None
+        return []
 
-    async def _handle(self, tp: TopicPartition, record: Record) -> None:
-        found = self._notice(record)
-        for notice in [] if found is None else found if isinstance(found, list) else [found]:
-            await self._send(notice)
+    async def _handle(self, tp: TopicPartition, record: Record) -> bool:
+        """Tell what ``record`` tells and commit it; ``False`` (nothing done) when it must
+        wait for its pause's record."""
+        found = await self._notice(record)
+        if not isinstance(found, list):
+            return False
+        for notice in found:
+            await self.courier.send(notice)
         self._done[tp] = record.offset + 1
         await self._commit(tp)
-
-    async def _send(self, notice: payload.Notice) -> None:
-        inbox = self.config.inbox_url
-        data = payload.slack_body(notice, inbox) if self.sink.slack else payload.body(notice, inbox)
-        result = await deliver(
-            self._post,
-            self.sink.url,
-            data,
-            event_id=notice.event_id,
-            kind=notice.kind,
-            secrets=self.config.secrets,
-            backoff=self.config.backoff,
-            timeout=self.config.timeout_seconds,
-        )
-        self._metrics.attempts.inc(result.attempts)
-        if result.delivered:
-            self.delivered += 1
-            self._metrics.notices.labels(notice.kind, "delivered").inc()
-            log.info(
-                "notifier: %s %s delivered to %s (attempt %d)",
-                notice.kind,
-                notice.event_id,
-                self.sink.describe(),
-                result.attempts,
-            )
-            return
-        self._metrics.notices.labels(notice.kind, "failed").inc()
-        log.warning(
-            "notifier: %s %s (thread %s) not delivered to %s after %d attempt(s): %s; going on",
-            notice.kind,
-            notice.event_id,
-            notice.thread_id,
-            self.sink.describe(),
-            result.attempts,
-            result.error,
-        )
+        return True

@@ -17,7 +17,8 @@ class NotifyMetrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.notices = Counter(
             "turnlog_notify_notices",
-            "Notices handled, by kind and outcome (delivered; failed: retries spent or refused).",
+            "Notices handled, by kind and outcome (delivered; waiting: kept on the log to be "
+            "tried again; dead: given up, dead-lettered with its reason).",
             ["kind", "outcome"],
             registry=registry,
         )
@@ -27,6 +28,16 @@ class NotifyMetrics:
         self.skipped = Counter(
             "turnlog_notify_skipped",
             "Records passed over: undecodable or of an unknown type.",
+            registry=registry,
+        )
+        self.waiting = Gauge(
+            "turnlog_notify_waiting",
+            "Notices kept on the log for a webhook that has not taken them yet (every webhook).",
+            registry=registry,
+        )
+        self.oldest_waiting = Gauge(
+            "turnlog_notify_oldest_waiting_seconds",
+            "How long the oldest waiting notice has waited since its first attempt (0: none).",
             registry=registry,
         )
         self.reminders_owed = Gauge(

@@ -23,12 +23,15 @@ from turnlog.kafka import clients
 from turnlog.kafka.outage import ride_out
 from turnlog.kafka.reader import LogReader, Record
 from turnlog.kafka.topics import TopicSet, ensure_topics
+from turnlog.notify import undelivered
 from turnlog.notify.book import Book
 from turnlog.notify.config import NotifyConfig
 from turnlog.notify.lane import Lane
 from turnlog.notify.metrics import notify_metrics
-from turnlog.notify.payload import facts_of
+from turnlog.notify.payload import each_call, facts_of
 from turnlog.notify.sender import HttpPoster, Post
+from turnlog.notify.undelivered import Outbox
+from turnlog.notify.waiting import Backlog
 from turnlog.settings import Settings
 from turnlog.wire.codec import decode
 
@@ -70,7 +73,11 @@ async def replay(settings: Settings, topics: TopicSet) -> tuple[Book, list[int]]
                 except DecodeError:
                     continue
                 if isinstance(event, PauseRecorded):
-                    book.learn(facts_of(event), record.partition, record.key)
+                    views = each_call(event)
+                    calls = tuple(view.token_id for view in views)
+                    for view in views:
+                        facts = facts_of(view)
+                        book.learn(facts, record.partition, record.key, record.offset, calls)
                 elif isinstance(event, TokenConsumed):
                     book.close(event.token_id)
 
@@ -101,12 +108,24 @@ class Notifier:
         self._post: Post = post if post is not None else self._own_poster  # type: ignore[assignment]
         self._metrics = notify_metrics(registry)
         self._stop = asyncio.Event()
+        self._outbox = Outbox(settings)
+
+    @property
+    def waiting(self) -> int:
+        """Notices kept for a webhook that has not taken them yet, over every webhook."""
+        return sum(len(lane.courier.backlog) for lane in self.lanes)
+
+    def oldest_waiting_seconds(self) -> float:
+        return max((lane.courier.oldest_seconds() for lane in self.lanes), default=0.0)
 
     async def start(self) -> None:
         await ready(self.settings, self.topics)
         book, partitions = await replay(self.settings, self.topics)
+        await undelivered.ensure(self.settings, len(partitions))
+        await self._outbox.start()
         self.pauses_known = len(book.pauses)
         for sink in self.config.sinks:
+            group = self.config.group_id(self.settings.application_id, sink)
             lane = Lane(
                 self.settings,
                 self.config,
@@ -115,9 +134,13 @@ class Notifier:
                 self._post,
                 self._metrics,
                 partitions=partitions,
+                outbox=self._outbox,
+                backlog=Backlog(await undelivered.load(self.settings, group)),
             )
             self.lanes.append(lane)
             await lane.start()
+        self._metrics.waiting.set_function(lambda: self.waiting)
+        self._metrics.oldest_waiting.set_function(self.oldest_waiting_seconds)
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -138,6 +161,7 @@ class Notifier:
     async def stop(self) -> None:
         for lane in self.lanes:
             await lane.stop()
+        await self._outbox.stop()
         if self._own_poster is not None:
             await self._own_poster.aclose()
 

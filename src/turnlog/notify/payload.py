@@ -31,8 +31,16 @@ RECORDED, REMINDER, RESUMED, REFUSED, EXPIRED = (
 KINDS: Final = (RECORDED, REMINDER, RESUMED, REFUSED, EXPIRED)
 #: The version of the JSON body; a field added keeps it, a field changed or removed bumps it.
 PAYLOAD_VERSION: Final = 1
-#: Reminders are no Kafka event: their id is derived from the pause's, the same on every replay.
-_REMINDERS = uuid.UUID("6f1d3c1e-3b1a-4f0e-9a57-6d1a2b7c9e10")
+#: Reminders are no Kafka event, and a pause of several calls is one event told to each call:
+#: those notices' ids are derived (UUID version 5, written as 32 hex digits like every event
+#: id) from the event's id and the call, the same on every replay.
+_DERIVED = uuid.UUID("6f1d3c1e-3b1a-4f0e-9a57-6d1a2b7c9e10")
+
+
+def derived_id(*names: str) -> str:
+    """The 32-hex id of a notice that is one of several an event makes (or none makes)."""
+    return uuid.uuid5(_DERIVED, "\0".join(names)).hex
+
 
 _HEADLINES: Final = {
     RECORDED: "A question waits",
@@ -141,40 +149,67 @@ def each_call(pause: PauseRecorded) -> list[PauseRecorded]:
 def recorded_calls(pause: PauseRecorded) -> list[Notice]:
     """One "waiting" notice per call of ``pause`` (one for a pause of one call), each with an
     event id of its own, so a receiver deduplicating on it keeps every call's."""
+    views = each_call(pause)
     return [
-        _about(RECORDED, facts.pause_event_id, pause.occurred_at, facts)
-        for facts in (facts_of(view) for view in each_call(pause))
+        _about(RECORDED, _call_id(pause.event_id, f.token_id, len(views)), f.recorded_at, f)
+        for f in (facts_of(view) for view in views)
     ]
 
 
+def _call_id(event_id: str, token_id: str, calls: int) -> str:
+    """The event's own id for a pause of one call; one derived per call otherwise."""
+    return event_id if calls == 1 else derived_id(event_id, token_id)
+
+
 def reminder(facts: PauseFacts, now: datetime) -> Notice:
-    event_id = str(uuid.uuid5(_REMINDERS, facts.pause_event_id))
-    return _about(REMINDER, event_id, now, facts)
+    return _about(REMINDER, uuid.uuid5(_DERIVED, facts.pause_event_id).hex, now, facts)
+
+
+def closing_calls(event: TurnResumed | PauseExpired, calls: tuple[str, ...]) -> tuple[str, ...]:
+    """The calls (token ids) ``event`` closes: every answered call of a resumed group, every
+    call of an expired pause (``calls``: its tokens, as the notifier learned them), else the
+    event's own token. Each is told, so no call's receiver is left with an open question."""
+    if isinstance(event, TurnResumed) and event.answers:
+        return tuple(str(a["token_id"]) for a in event.answers)
+    if isinstance(event, PauseExpired) and event.token_id in calls:
+        return calls
+    return (event.token_id,)
 
 
 def closed(
-    event: TurnResumed | PauseExpired | AnswerRejected, facts: PauseFacts | None
+    event: TurnResumed | PauseExpired | AnswerRejected,
+    facts: PauseFacts | None,
+    *,
+    call: str | None = None,
+    calls: int = 1,
 ) -> Notice | None:
-    """The notice of a resume, an expiry or a refusal; ``None`` for a refusal at step 1 (its
-    token did not verify, so the token id it names is only claimed: anyone can publish an answer
-    naming a real pause's token id) or of no pause known here."""
+    """The notice of a resume, an expiry or a refusal -- for ``call`` (a token id) when the
+    event closes ``calls`` calls, each then with an id of its own; ``None`` for a refusal at
+    step 1 (its token did not verify, so the token id it names is only claimed: anyone can
+    publish an answer naming a real pause's token id) or of no pause known here."""
     if isinstance(event, AnswerRejected):
         if event.step < 2 or facts is None or event.token_id != facts.token_id:
             return None
         return replace(
             _about(REFUSED, event.event_id, event.occurred_at, facts), reason=event.reason
         )
+    token_id = call or event.token_id
+    event_id = _call_id(event.event_id, token_id, calls)
     kind = RESUMED if isinstance(event, TurnResumed) else EXPIRED
     if facts is not None:
-        return _about(kind, event.event_id, event.occurred_at, facts)
+        return _about(kind, event_id, event.occurred_at, facts)
     interaction = event.name if isinstance(event, TurnResumed) else None
     summary = one_line(event.prompt) if isinstance(event, TurnResumed) else None
+    if isinstance(event, TurnResumed) and token_id != event.token_id:
+        named = [a for a in event.answers if str(a.get("token_id")) == token_id]
+        interaction = str(named[0].get("name") or "") or None if named else None
+        summary = None  # the prompt is the last call's
     return Notice(
         kind=kind,
-        event_id=event.event_id,
+        event_id=event_id,
         occurred_at=event.occurred_at,
         thread_id=event.thread_id,
-        token_id=event.token_id,
+        token_id=token_id,
         checkpoint_id=event.checkpoint_id,
         interaction=interaction,
         summary=summary or None,

@@ -6,12 +6,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from turnlog.contracts.visible import SUMMARY_CHARS, clip, visible
+from turnlog.contracts.visible import SUMMARY_CHARS, visible
+
+ELLIPSIS = "…"
+
+
+def clip(text: str, limit: int = SUMMARY_CHARS) -> str:
+    """``text`` in at most ``limit`` characters, the ellipsis that says it was cut included
+    (a receiver that stores the summary in a column of ``limit`` characters takes it whole)."""
+    if len(text) <= limit:
+        return text
+    kept = text[: limit - len(ELLIPSIS)]
+    opened = kept.rfind("⟨")
+    if opened > kept.rfind("⟩"):
+        kept = kept[:opened]  # never half a mark: ``⟨U+20`` would read as text
+    return kept.rstrip() + ELLIPSIS
 
 
 def one_line(text: str, limit: int = SUMMARY_CHARS) -> str:
-    """Whitespace runs made one space, then marked, then clipped."""
-    return clip(visible(" ".join(text.split())), limit)
+    """Marked, then clipped: a CR, LF or TAB is marked like every other control character
+    (``⟨U+000A⟩``), so the line shows where the question had its breaks."""
+    return clip(visible(text), limit)
 
 
 def questions(request: Any) -> list[str]:
