@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig, Runner, function_tool
+from agents import Agent, RunConfig, RunContextWrapper, Runner, function_tool
 from agents.items import ModelResponse
 from agents.models.interface import Model
 from agents.usage import Usage
@@ -20,12 +20,20 @@ from openai.types.responses import (
     ResponseOutputMessage,
     ResponseOutputText,
 )
+from pydantic import BaseModel
 
 from tests.conftest import Names
 from tests.integration.test_api import api_settings
-from turnlog import Paused, PauseInvalid, Turnlog, approve, edit, reject
+from turnlog import AlreadyContinued, Paused, PauseInvalid, Turnlog, approve, edit, reject
 from turnlog.adapters import rejection_message
-from turnlog.adapters.openai_agents import pause_approval, pause_approvals, resume_input
+from turnlog.adapters.openai_agents import (
+    continue_run,
+    idempotency_key,
+    pause_approval,
+    pause_approvals,
+    pause_run,
+    resume_input,
+)
 
 ARGS = {"service": "billing", "region": "eu"}
 RAN: list[dict[str, str]] = []
@@ -165,7 +173,7 @@ async def test_two_tool_approvals_pause_once_and_resume_once_with_both_decisions
     edited = edit("deploy", ARGS, {**ARGS, "region": "us"})
     no = reject("notify", {"channel": "ops"}, "not now")
     async with Turnlog(settings) as agent_side:
-        with pytest.raises(PauseInvalid, match="pause_approvals"):
+        with pytest.raises(PauseInvalid, match=r"pause_run\(\)"):
             await pause_approval(agent_side, first, **ids)
         deploy_call, notify_call = await pause_approvals(agent_side, first, **ids)
     assert deploy_call.pause.checkpoint.tool_call_id == "call-deploy"  # in the order of the calls
@@ -191,3 +199,144 @@ async def test_two_tool_approvals_pause_once_and_resume_once_with_both_decisions
     assert second.final_output == (
         f"call-deploy: deployed billing to us | call-notify: {rejection_message(no)}"
     )
+
+
+KEYS: list[str | None] = []
+QUESTION = {"questions": [{"question": "Which region?", "options": ["eu", "us"]}]}
+PICKED = {"answers": [{"selections": ["us"], "other": None}]}
+
+
+def make_keyed_agent(crash: bool = False) -> Agent[Any]:
+    """The deploy of the documented continue step: it records its idempotency key, and with
+    ``crash`` dies (raises) after it ran -- after the claim, before done."""
+
+    @function_tool(needs_approval=True, failure_error_function=None)
+    def deploy(ctx: RunContextWrapper[Any], service: str, region: str) -> str:
+        """Deploy a service to a region."""
+        RAN.append({"service": service, "region": region})
+        KEYS.append(idempotency_key(ctx))
+        if crash:
+            raise RuntimeError("the process died here")
+        return f"deployed {service} to {region}"
+
+    return Agent(name="deployer", model=ScriptedModel(), tools=[deploy])
+
+
+async def paused_and_approved(tl: Turnlog, thread: str) -> Paused:
+    first = await Runner.run(make_keyed_agent(), "Deploy billing.", run_config=NO_TRACING)
+    (paused,) = await pause_run(tl, first, thread_id=thread, scope_hash="t")
+    sent = await tl.answer(paused.token, approve("deploy", ARGS), **paused.axes)
+    assert (await tl.outcome(sent.answer_id, timeout=45)).accepted
+    return paused
+
+
+async def test_the_continue_step_twice_at_once_and_again_runs_the_approved_tool_once(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """Issue 37: continue_run by two clients at once and by a third afterwards -- one runs the
+    deploy, with its idempotency key; the others get AlreadyContinued and run nothing (before,
+    resume_input ran the approved tool on every continue step)."""
+    RAN.clear(), KEYS.clear()
+    settings = api_settings(bootstrap, names, tmp_path)
+    agent = make_keyed_agent()
+    async with Turnlog(settings) as tl, Turnlog(settings) as other, Turnlog(settings) as late:
+        worker = asyncio.create_task(tl.run_worker())
+        paused = await paused_and_approved(tl, "oa-once")
+        both = await asyncio.gather(
+            continue_run(tl, paused.token, agent, run_config=NO_TRACING),
+            continue_run(other, paused.token, agent, run_config=NO_TRACING),
+            return_exceptions=True,
+        )
+        with pytest.raises(AlreadyContinued) as afterwards:
+            await continue_run(late, paused.token, agent, run_config=NO_TRACING)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    won = [r for r in both if not isinstance(r, BaseException)]
+    assert len(won) == 1 and won[0].final_output == "Done: deployed billing to eu"
+    assert [type(r) for r in both if isinstance(r, BaseException)] == [AlreadyContinued]
+    assert afterwards.value.finished and afterwards.value.claimant
+    assert [ARGS] == RAN
+    assert [f"{paused.token_id}:call-1"] == KEYS
+
+
+async def test_a_crash_after_the_claim_is_retaken_only_explicitly_with_the_same_key(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """The process dies after its claim, before done: the next continue is refused (the claim
+    is held, not finished); retake=True continues, and the tool gets the key it got before."""
+    RAN.clear(), KEYS.clear()
+    settings = api_settings(bootstrap, names, tmp_path)
+    agent = make_keyed_agent()
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        paused = await paused_and_approved(tl, "oa-crash")
+        with pytest.raises(RuntimeError, match="died here"):
+            await continue_run(tl, paused.token, make_keyed_agent(crash=True))
+        with pytest.raises(AlreadyContinued) as held:
+            await continue_run(tl, paused.token, agent)
+        assert not held.value.finished
+        retaken = await continue_run(tl, paused.token, agent, retake=True, run_config=NO_TRACING)
+        with pytest.raises(AlreadyContinued) as finished:
+            await continue_run(tl, paused.token, agent, retake=True)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    assert retaken.final_output == "Done: deployed billing to eu"
+    assert finished.value.finished  # a finished claim is never taken again
+    assert len(RAN) == 2 and KEYS[0] == KEYS[1] == f"{paused.token_id}:call-1"
+
+
+class AsksThenReads(Model):
+    """Asks which region (the ``ask_user`` question tool); then says what the person picked."""
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        items = args[1] if len(args) > 1 else kwargs["input"]
+        outputs = [
+            i["output"]
+            for i in (items if isinstance(items, list) else [])
+            if isinstance(i, dict) and i.get("type") == "function_call_output"
+        ]
+        if not outputs:
+            call = ResponseFunctionToolCall(
+                arguments=json.dumps(QUESTION), call_id="q-1", name="ask_user",
+                type="function_call",
+            )  # fmt: skip
+            return ModelResponse(output=[call], usage=Usage(), response_id=None)
+        text = ResponseOutputText(text=f"read: {outputs[-1]}", type="output_text", annotations=[])
+        message = ResponseOutputMessage(
+            id="m1", content=[text], role="assistant", status="completed", type="message"
+        )
+        return ModelResponse(output=[message], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+class Question(BaseModel):
+    question: str
+    options: list[str]
+
+
+@function_tool(needs_approval=True)
+def ask_user(questions: list[Question]) -> str:
+    """Ask the person which of the options."""
+    raise AssertionError("a question is answered by the person, never run")
+
+
+async def test_a_question_with_options_is_paused_and_continued_through_the_adapter(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """A question tool named ask_user is a question with options: pause_run pauses it,
+    continue_run gives the model the person's answer (issue 37: it could not be paused)."""
+    agent: Agent[Any] = Agent(name="asker", model=AsksThenReads(), tools=[ask_user])
+    first = await Runner.run(agent, "Deploy billing.", run_config=NO_TRACING)
+    async with Turnlog(api_settings(bootstrap, names, tmp_path)) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        (paused,) = await pause_run(tl, first, thread_id="oa-ask", scope_hash="t")
+        assert paused.pause.checkpoint.name == "ask_user"
+        sent = await tl.answer(paused.token, PICKED, **paused.axes)
+        assert (await tl.outcome(sent.answer_id, timeout=45)).accepted
+        second = await continue_run(tl, paused.token, agent, run_config=NO_TRACING)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    assert str(second.final_output).startswith("read: The person")
+    assert "us" in str(second.final_output)
