@@ -65,8 +65,9 @@ __all__ = [
 Mode = Literal["read-write", "read-only", "secondary"]
 _PAGE = 256
 
-#: The most waiting-index entries one page of :meth:`Store.pending_page` reads: a page whose
-#: filters match little ends there, with a cursor to go on from, rather than read every pause.
+#: The most waiting-index entries one page of :meth:`Store.pending_page` tested by ``where``
+#: (a caller's own test, run on every entry's decoded facts) reads: such a page whose test
+#: matches little ends there, with a cursor to go on from, rather than decode every pause.
 MAX_SCAN = 20_000
 
 #: What all of a store's memtables may hold together. RocksDB's default is 64 MiB per column
@@ -462,6 +463,20 @@ class Store:
             found.append(_ledger_entry(layout.load(bytes(raw))))
         return found
 
+    def unfinished_claims(self) -> list[tuple[str, LedgerEntry]]:
+        """The resumed turns whose continuation is claimed and not said done, as (token id,
+        ledger row), oldest claim first: running now, or left by a holder that died. The whole
+        ledger is read -- retirement bounds it to the tokens in their window and a margin --
+        and a row without an open claim is skipped before it is decoded."""
+        found = []
+        for key, raw in self._family(layout.LEDGER).items():
+            if b'"state":"claimed"' in raw:
+                entry = _ledger_entry(layout.load(bytes(raw)))
+                if entry.claim_state == "claimed":
+                    found.append((bytes(key).decode(), entry))
+        found.sort(key=lambda each: (each[1].claimed_at_ms, each[0]))
+        return found
+
     def is_spent(self, token_id: str) -> bool:
         return self._get(layout.LEDGER, token_id.encode()) is not None
 
@@ -536,7 +551,7 @@ class Store:
         where: Callable[[WaitingPause], bool] | None = None,
         after: str | None = None,
         limit: int = 50,
-        max_scan: int = MAX_SCAN,
+        max_scan: int | None = None,
     ) -> PendingPage:
         """One page of the pauses waiting at ``now_ms`` (unspent, window open), soonest
         deadline first, read from the waiting index.
@@ -545,12 +560,26 @@ class Store:
         ``older_than_ms``: made at least that long before ``now_ms``; ``session``, ``run``,
         ``call``: the other axes; ``where``: any other test of a pause. A page of one scope
         (or of several) or of one interaction seeks to it; the other filters test the index's
-        facts, never a pause's record. ``after`` is a page's :attr:`PendingPage.next`. A page
-        reads at most ``max_scan`` index entries: one whose filters match few pauses may come
-        back short, with a cursor to go on from.
+        facts, never a pause's record, and are applied before the page is cut: a page ends
+        full or at the index's end, so a filter matching one pause in a million finds it on
+        the first page (issue 41: a page cut after a fixed number of entries came back empty,
+        with a cursor, while the match waited further on). Session, run and call are tested on
+        the entry's bytes before it is decoded (about 1 µs an entry). ``after`` is a page's
+        :attr:`PendingPage.next`. ``max_scan`` bounds the entries one page reads (a page with
+        ``where`` reads at most :data:`MAX_SCAN`): one that matched little then comes back
+        short, with a cursor to go on from.
         """
         if limit < 1:
             raise ValueError(f"a page holds at least one pause, got limit {limit}")
+        if max_scan is None and where is not None:
+            max_scan = MAX_SCAN
+        # The axes' exact facts as the index's own encoder writes them: an entry without
+        # these bytes cannot match, and one with them is decoded and tested in full.
+        needles = [
+            layout.dump({name: value})[1:-1]
+            for name, value in (("session", session), ("run", run), ("call", call))
+            if value is not None
+        ]
         low = layout.u64(now_ms + 1, "now_ms + 1")
         if after is not None:
             low = max(low, _uncursor(after) + b"\x00")
@@ -561,11 +590,16 @@ class Store:
             prefixes = [layout.facet_prefix(layout.WAIT_INTERACTION, interaction)]
         else:
             prefixes = [layout.WAIT_ALL]
-        size = min(_PAGE, limit + 1)
+        selective = needles or older_than_ms is not None or where is not None
+        size = _PAGE if selective else min(_PAGE, limit + 1)
         sources = [self._waiting(prefix, low, size) for prefix in prefixes]
         found: list[WaitingPause] = []
         for scanned, (key, raw) in enumerate(heapq.merge(*sources), 1):
-            if raw is not None:
+            if (
+                raw is not None
+                and all(needle in raw for needle in needles)
+                and (older_than_ms is None or _paused_at(raw) <= now_ms - older_than_ms)
+            ):
                 pause = _waiting_pause(key, raw)
                 if (
                     (scope is None or pause.scope in _scopes_of(scope))
@@ -579,7 +613,7 @@ class Store:
                     found.append(pause)
                     if len(found) > limit:
                         return PendingPage(found[:limit], found[limit - 1].cursor)
-            if scanned >= max_scan:
+            if max_scan is not None and scanned >= max_scan:
                 return PendingPage(found, _cursor(key))
         return PendingPage(found, None)
 
@@ -779,6 +813,23 @@ class Store:
 
 def _scopes_of(scope: str | Collection[str]) -> Collection[str]:
     return (scope,) if isinstance(scope, str) else scope
+
+
+_PAUSED_AT = b'"paused_at":'
+
+
+def _paused_at(raw: bytes) -> int:
+    """A waiting entry's ``paused_at`` read off its bytes (an integer between its key and the
+    next comma: the index's encoder writes no spaces), without decoding the entry; an entry
+    it cannot read so is let through, to be decoded and tested in full."""
+    start = raw.find(_PAUSED_AT)
+    if start < 0:
+        return -1
+    start += len(_PAUSED_AT)
+    try:
+        return int(raw[start : raw.index(b",", start)])
+    except ValueError:
+        return -1
 
 
 def _waiting_pause(key: bytes, raw: bytes) -> WaitingPause:
