@@ -1,0 +1,177 @@
+"""turnlog's A2A door on the real broker, through a2a-sdk's own client and server objects.
+
+Two replicas -- two request handlers, each with its own Turnlog, task log and clients -- share
+one deployment's topics and nothing else. A task created through one is read and continued
+through the other; the continuing message sent to both at once runs the agent's side effect
+once and the other replica's client gets a named refusal; the paused task is a turnlog pause
+(``turnlog pending`` lists it); another owner's message and a forged pause link are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from a2a.types.a2a_pb2 import GetTaskRequest, StreamResponse, TaskState
+from a2a.utils.errors import A2AError
+
+from tests.conftest import Names
+from tests.integration.a2a_support import Replica, message, replica, send, text_of
+from tests.integration.cli_support import Cli
+from tests.integration.test_api import api_settings
+from turnlog.clock import utc_now
+from turnlog.tokens import Keyring, TokenIssuer, generate_ed25519
+
+pytestmark = pytest.mark.timeout(180)
+
+
+async def _outcome(one: Replica, request: object) -> StreamResponse | A2AError:
+    async with one.client() as client:
+        try:
+            return await send(client, request)  # type: ignore[arg-type]
+        except A2AError as refused:
+            return refused
+
+
+async def _paused_task(a: Replica) -> tuple[str, str]:
+    async with a.client() as client:
+        created = await send(client, message("deploy billing to eu"))
+    task = created.task
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, task
+    assert "Deploy billing to eu?" in text_of(task.status.message)
+    return task.id, task.context_id
+
+
+async def test_a_continuation_sent_to_two_replicas_runs_once_and_both_replicas_agree(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    settings = api_settings(bootstrap, names, tmp_path)
+    ran: list[str] = []
+    gate = asyncio.Event()
+    async with (
+        replica(settings, ran, "replica-a", gate) as a,
+        replica(settings, ran, "replica-b", gate) as b,
+    ):
+        worker = asyncio.create_task(a.tl.run_worker())
+        task_id, context_id = await _paused_task(a)
+
+        # The pause is turnlog's: the CLI lists it, the thread is the task.
+        env = {
+            **os.environ,
+            "TURNLOG_BOOTSTRAP_SERVERS": bootstrap,
+            "TURNLOG_TOPIC_PREFIX": names.prefix,
+            "TURNLOG_APPLICATION_ID": names.app,
+            "TURNLOG_STATE_DIR": str(tmp_path / "cli-state"),
+            "TURNLOG_KEYS_DIR": str(tmp_path / "keys"),
+            "TURNLOG_PARTITIONS": "2",
+        }
+        pending = await asyncio.to_thread(Cli(env).json, "pending")
+        assert isinstance(pending, dict)
+        assert [p["thread_id"] for p in pending["pending"]] == [task_id], pending
+
+        # The other replica reads the task the first one created.
+        async with b.client() as client:
+            seen = await client.get_task(GetTaskRequest(id=task_id))
+        assert seen.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+
+        # One continuing message (one message id: a client's retry), to both replicas at once.
+        # The deploy that starts is held open: the other replica must refuse meanwhile, not
+        # start a second one.
+        approve = message("approve", task_id=task_id, context_id=context_id, message_id="m-1")
+        sends = {asyncio.create_task(_outcome(one, approve)) for one in (a, b)}
+        first, rest = await asyncio.wait(sends, timeout=45, return_when=asyncio.FIRST_COMPLETED)
+        assert len(first) == 1, f"no replica refused while a deploy ran: {ran}"
+        lost = first.pop().result()
+        assert isinstance(lost, A2AError) and "already_continued" in str(lost), lost
+        assert len(ran) <= 1, ran
+        gate.set()
+        won = await rest.pop()
+        assert isinstance(won, StreamResponse), won
+        assert won.task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert ran == ["deployed billing to eu"]
+
+        # The same message again, after the end: refused by name, nothing runs.
+        again = await _outcome(b, approve)
+        assert isinstance(again, A2AError) and "already_continued" in str(again)
+        assert ran == ["deployed billing to eu"]
+
+        # GetTask through either replica agrees: completed, the artifact holds the deploy.
+        for one in (a, b):
+            async with one.client() as client:
+                final = await client.get_task(GetTaskRequest(id=task_id))
+            assert final.status.state == TaskState.TASK_STATE_COMPLETED
+            assert [p.text for p in final.artifacts[0].parts] == ["deployed billing to eu"]
+        assert not worker.done()
+
+
+async def test_two_decisions_at_once_give_one_and_a_named_refusal(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    settings = api_settings(bootstrap, names, tmp_path)
+    ran: list[str] = []
+    async with replica(settings, ran, "replica-a") as a, replica(settings, ran, "replica-b") as b:
+        worker = asyncio.create_task(a.tl.run_worker())
+        task_id, context_id = await _paused_task(a)
+        # A message that answers nothing keeps the task waiting and says what it needs.
+        vague = await _outcome(b, message("maybe", task_id=task_id, context_id=context_id))
+        assert isinstance(vague, A2AError) and "awaiting_answer" in str(vague)
+
+        approve = message("approve", task_id=task_id, context_id=context_id)
+        reject = message("reject, not today", task_id=task_id, context_id=context_id)
+        outcomes = await asyncio.gather(_outcome(a, approve), _outcome(b, reject))
+        won = [o for o in outcomes if isinstance(o, StreamResponse)]
+        lost = [o for o in outcomes if isinstance(o, A2AError)]
+        assert len(won) == 1 and len(lost) == 1, outcomes
+        reason = str(lost[0])
+        assert "already_answered" in reason or "already_continued" in reason, reason
+        final = won[0].task.status.state
+        assert final in (TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_REJECTED)
+        assert ran == (
+            ["deployed billing to eu"] if final == TaskState.TASK_STATE_COMPLETED else []
+        )
+        assert not worker.done()
+
+
+async def test_another_owners_message_and_a_forged_pause_are_refused_by_name(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    settings = api_settings(bootstrap, names, tmp_path)
+    ran: list[str] = []
+    async with replica(settings, ran, "replica-a") as a:
+        worker = asyncio.create_task(a.tl.run_worker())
+        task_id, context_id = await _paused_task(a)
+        approve = message("approve", task_id=task_id, context_id=context_id)
+
+        # Another owner: the task is not theirs, so it is not found (A2A's own refusal).
+        async with a.client(user="mallory") as client:
+            with pytest.raises(A2AError, match="not found"):
+                await send(client, approve)
+        # A context id that is not the task's: a2a-sdk refuses it before anything runs.
+        forged_context = message("approve", task_id=task_id, context_id="ctx-forged")
+        refused = await _outcome(a, forged_context)
+        assert isinstance(refused, A2AError) and "does not match" in str(refused)
+
+        # A pause link forged on the tasks topic (the pause's claims, signed by a key this
+        # deployment does not hold): the answer is refused at step 1, by its reason's name.
+        link = await a.door.tasks.pause_of(task_id, "alice")
+        assert link is not None
+        claims = a.tl.verifier.verify(link.token, utc_now())
+        private, _ = generate_ed25519("intruder")
+        intruder = TokenIssuer(Keyring.ed25519("intruder", private), issuer=settings.issuer,
+                               audience=settings.audience)  # fmt: skip
+        forged_link = replace(link, token=intruder.issue(claims))
+        await a.door.tasks.link_pause(task_id, "alice", forged_link)
+        forged = await _outcome(a, approve)
+        assert isinstance(forged, A2AError), forged
+        assert str(forged).startswith("token_unknown_key:"), str(forged)
+        assert ran == []
+        # Still waiting: the real link back, the real answer continues it once.
+        await a.door.tasks.link_pause(task_id, "alice", link)
+        done = await _outcome(a, message("approve", task_id=task_id, context_id=context_id))
+        assert isinstance(done, StreamResponse), done
+        assert done.task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert ran == ["deployed billing to eu"]
+        assert not worker.done()
