@@ -26,12 +26,24 @@ from langgraph.types import Command, interrupt
 from tests.conftest import Names
 from tests.integration.cli_support import Cli, Spawned, cli_env
 from tests.integration.test_api import api_settings
-from turnlog import APPROVE_TOOL_CALL, Paused, Turnlog, approval_request, edit, reject
+from turnlog import (
+    APPROVE_TOOL_CALL,
+    AlreadyContinued,
+    Paused,
+    Turnlog,
+    approval_request,
+    approve,
+    edit,
+    reject,
+)
 from turnlog.adapters.langgraph import (
     approved_call,
+    continue_run,
+    idempotency_key,
     interrupts_of,
     pause_interrupt,
     pause_interrupts,
+    pause_run,
     rejection_message,
     resume_command,
     resume_value,
@@ -127,7 +139,9 @@ async def test_a_langgraph_interrupt_pauses_and_the_resumed_turn_continues_the_g
                 await answering
                 assert turn.thread_id == thread and turn.interrupt_id == pending.id
                 command = resume_command(turn)
-                assert command.resume == {pending.id: response}  # keyed with one pending, too
+                # keyed with one pending, too; an approval's value names the call it binds
+                bound = {"tool_call_id": pending.id} if interaction == APPROVE_TOOL_CALL else {}
+                assert command.resume == {pending.id: {**response, **bound}}
                 result = await graph.ainvoke(command, config)
         assert not worker.done()
 
@@ -372,3 +386,127 @@ def test_the_approval_example_runs_the_call_the_person_let_run(
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines()[1:] == ["outcome accepted: True", says], run.stdout
+
+
+KEYS: list[str | None] = []
+PICKED = {"answers": [{"selections": ["us"], "other": None}]}
+
+
+def approval_graph(crash: list[bool]) -> Any:
+    """START -> approve (the deploy, run on the person's decision) -> END; while ``crash`` holds
+    True the node dies after the deploy ran -- after the claim, before done."""
+
+    def approve_deploy(state: State) -> State:
+        request = approval_request("deploy", ARGS)
+        decision = interrupt(request)
+        run = approved_call(decision, request)
+        if run is not None:
+            DEPLOYED.append(run["arguments"])
+            KEYS.append(idempotency_key(decision))
+        if crash[0]:
+            raise RuntimeError("the process died here")
+        return {"region": "eu" if run else "none"}
+
+    graph = StateGraph(State)
+    graph.add_node("approve", approve_deploy)
+    graph.add_edge(START, "approve")
+    graph.add_edge("approve", END)
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+async def paused_and_approved(tl: Turnlog, graph: Any, thread: str) -> Paused:
+    config = {"configurable": {"thread_id": thread}}
+    result = await graph.ainvoke({"messages": [HumanMessage("Deploy billing.")]}, config)
+    (paused,) = await pause_run(tl, result, config, scope_hash="t")
+    assert paused.pause.checkpoint.name == APPROVE_TOOL_CALL  # read from the payload
+    sent = await tl.answer(paused.token, approve("deploy", ARGS), **paused.axes)
+    assert (await tl.outcome(sent.answer_id, timeout=45)).accepted
+    return paused
+
+
+async def test_the_continue_step_twice_at_once_and_again_runs_the_approved_node_once(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """Issue 37: continue_run by two clients at once and by a third afterwards -- one resumes
+    the graph and the deploy runs once, with its idempotency key; the others get
+    AlreadyContinued and invoke nothing."""
+    DEPLOYED.clear(), KEYS.clear()
+    settings = api_settings(bootstrap, names, tmp_path)
+    graph = approval_graph([False])
+    async with Turnlog(settings) as tl, Turnlog(settings) as other, Turnlog(settings) as late:
+        worker = asyncio.create_task(tl.run_worker())
+        paused = await paused_and_approved(tl, graph, "lg-once")
+        both = await asyncio.gather(
+            continue_run(tl, paused.token, graph),
+            continue_run(other, paused.token, graph),
+            return_exceptions=True,
+        )
+        with pytest.raises(AlreadyContinued) as afterwards:
+            await continue_run(late, paused.token, graph)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    won = [r for r in both if not isinstance(r, BaseException)]
+    assert len(won) == 1 and won[0]["region"] == "eu"
+    assert [type(r) for r in both if isinstance(r, BaseException)] == [AlreadyContinued]
+    assert afterwards.value.finished and afterwards.value.claimant
+    assert [ARGS] == DEPLOYED
+    assert [f"{paused.token_id}:{paused.pause.checkpoint.interrupt_id}"] == KEYS
+
+
+async def test_a_crash_after_the_claim_is_retaken_only_explicitly_with_the_same_key(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """The node dies after its claim, before done: the next continue is refused (the claim is
+    held, not finished); retake=True resumes the graph again, and the node gets the key it
+    got before."""
+    DEPLOYED.clear(), KEYS.clear()
+    settings = api_settings(bootstrap, names, tmp_path)
+    crash = [True]
+    graph = approval_graph(crash)
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        paused = await paused_and_approved(tl, graph, "lg-crash")
+        with pytest.raises(RuntimeError, match="died here"):
+            await continue_run(tl, paused.token, graph)
+        crash[0] = False
+        with pytest.raises(AlreadyContinued) as held:
+            await continue_run(tl, paused.token, graph)
+        assert not held.value.finished
+        retaken = await continue_run(tl, paused.token, graph, retake=True)
+        with pytest.raises(AlreadyContinued) as finished:
+            await continue_run(tl, paused.token, graph, retake=True)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    assert retaken["region"] == "eu"
+    assert finished.value.finished  # a finished claim is never taken again
+    assert len(DEPLOYED) == 2 and KEYS[0] == KEYS[1] is not None
+
+
+async def test_a_question_with_options_is_paused_and_continued_through_the_adapter(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """An interrupt asking a question with options: pause_run pauses it as ask_user (read from
+    the payload), continue_run resumes the graph with the person's answer."""
+
+    def ask(state: State) -> State:
+        answer = interrupt(REGION)
+        return {"region": answer["answers"][0]["selections"][0]}
+
+    builder = StateGraph(State)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "ask")
+    builder.add_edge("ask", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "lg-ask"}}
+    async with Turnlog(api_settings(bootstrap, names, tmp_path)) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        result = await graph.ainvoke({"messages": [HumanMessage("Deploy billing.")]}, config)
+        (paused,) = await pause_run(tl, result, config, scope_hash="t")
+        assert paused.pause.checkpoint.name == "ask_user"
+        sent = await tl.answer(paused.token, PICKED, **paused.axes)
+        assert (await tl.outcome(sent.answer_id, timeout=45)).accepted
+        continued = await continue_run(tl, paused.token, graph)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    assert continued["region"] == "us"
+    assert interrupts_of(continued) == []
