@@ -15,13 +15,25 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from a2a.types.a2a_pb2 import GetTaskRequest, StreamResponse, TaskState
+from a2a.auth.user import User
+from a2a.helpers.proto_helpers import new_task
+from a2a.server.cluster import ConcurrentTaskModificationError, TaskVersion
+from a2a.server.context import ServerCallContext
+from a2a.types.a2a_pb2 import (
+    GetTaskRequest,
+    StreamResponse,
+    Task,
+    TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
+)
 from a2a.utils.errors import A2AError
 
 from tests.conftest import Names
 from tests.integration.a2a_support import Replica, message, replica, send, text_of
 from tests.integration.cli_support import Cli
 from tests.integration.test_api import api_settings
+from turnlog.a2a import KafkaTaskEventStream, KafkaTaskStore, TaskLog
 from turnlog.clock import utc_now
 from turnlog.tokens import Keyring, TokenIssuer, generate_ed25519
 
@@ -175,3 +187,71 @@ async def test_another_owners_message_and_a_forged_pause_are_refused_by_name(
         assert done.task.status.state == TaskState.TASK_STATE_COMPLETED
         assert ran == ["deployed billing to eu"]
         assert not worker.done()
+
+
+async def test_the_task_store_compares_and_swaps_by_log_order_across_replicas(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    settings = api_settings(bootstrap, names, tmp_path)
+    context = ServerCallContext()
+    async with TaskLog(settings) as one, TaskLog(settings) as two:
+        a, b = KafkaTaskStore(one), KafkaTaskStore(two)
+        task = new_task("t-1", "c-1", TaskState.TASK_STATE_SUBMITTED)
+        first = await a.save(task, event=task, prev_version=TaskVersion.MISSING, context=context)
+        with pytest.raises(ConcurrentTaskModificationError):  # a second first write
+            await b.save(task, event=task, prev_version=TaskVersion.MISSING, context=context)
+        seen = await b.get("t-1", context)
+        assert seen is not None and seen.version == first
+
+        # Both replicas derive a save from the same version, at once: one counts.
+        def status(state: TaskState) -> TaskStatusUpdateEvent:
+            return TaskStatusUpdateEvent(task_id="t-1", context_id="c-1",
+                                         status=TaskStatus(state=state))  # fmt: skip
+
+        async def save(store: KafkaTaskStore, state: TaskState) -> TaskVersion | Exception:
+            event = status(state)
+            changed = Task()
+            changed.CopyFrom(task)
+            changed.status.CopyFrom(event.status)
+            try:
+                return await store.save(changed, event=event, prev_version=first, context=context)
+            except ConcurrentTaskModificationError as lost:
+                return lost
+
+        results = await asyncio.gather(
+            save(a, TaskState.TASK_STATE_WORKING), save(b, TaskState.TASK_STATE_REJECTED)
+        )
+        won = [r for r in results if isinstance(r, TaskVersion)]
+        assert len(won) == 1 and sum(isinstance(r, Exception) for r in results) == 1, results
+        assert won[0].is_after(first)
+        read = [await s.get("t-1", context) for s in (a, b)]
+        assert [r.version for r in read if r] == [won[0], won[0]]
+        assert read[0] is not None and read[0].task == read[1].task  # type: ignore[union-attr]
+
+        # The other replica's event stream yields the counted events in version order; a
+        # replica started now restores the same task from the log.
+        stream = KafkaTaskEventStream(two)
+        events = stream.subscribe("t-1", after=TaskVersion.MISSING)
+        got = [await anext(events), await anext(events)]
+        await events.aclose()
+        assert [e.version for e in got] == [first, won[0]]
+        assert isinstance(got[1].event, TaskStatusUpdateEvent)
+        assert got[1].event.status.state == read[0].task.status.state
+    async with TaskLog(settings) as later:
+        again = await KafkaTaskStore(later).get("t-1", context)
+        assert again is not None and again.version == won[0]
+        assert (await KafkaTaskStore(later).get("t-1", ServerCallContext(
+            user=_Named("mallory")))) is None  # fmt: skip
+
+
+class _Named(User):
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        return self.name

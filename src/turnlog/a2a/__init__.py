@@ -29,7 +29,14 @@ try:
 except ImportError as exc:  # the optional extra is not installed
     raise ImportError("turnlog.a2a needs `pip install turnlog[a2a]` (a2a-sdk 1.3)") from exc
 
-from turnlog.a2a.door import A2AContinuation, A2ADoor, continuation, owner_scope, refusal
+from turnlog.a2a.door import (
+    A2AContinuation,
+    A2ADoor,
+    continuation,
+    owner_scope,
+    refusal,
+    response_from_text,
+)
 from turnlog.a2a.fold import PauseLink, TaskFold
 from turnlog.a2a.store import KafkaTaskEventStream, KafkaTaskStore, TaskLog, tasks_topic
 
@@ -44,5 +51,6 @@ __all__ = [
     "continuation",
     "owner_scope",
     "refusal",
+    "response_from_text",
     "tasks_topic",
 ]

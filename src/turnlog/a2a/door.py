@@ -81,6 +81,26 @@ def refusal(reason: str, detail: str) -> InvalidParamsError:
     return InvalidParamsError(message=f"{reason}: {detail}", data={"reason": reason})
 
 
+def response_from_text(link: PauseLink, text: str) -> dict[str, Any] | None:
+    """The answer a continuing message's text gives to the pause ``link`` names, or ``None``.
+
+    An approval takes ``approve`` (``approved``, ``yes``) or ``reject`` (``rejected``, ``no``,
+    ``deny``) as the first word, the whole text becoming a rejection's message; a question takes
+    any text that is not blank, as its free-text answer."""
+    words = text.strip().split()
+    if not words:
+        return None
+    if link.interaction != APPROVE_TOOL_CALL:
+        return {"answers": [{"selections": [], "other": text.strip()}]}
+    first = words[0].lower().strip(".,!")
+    arguments = json.loads(link.arguments_json) if link.arguments_json else None
+    if first in APPROVE_WORDS:
+        return approve(link.tool, arguments)
+    if first in REJECT_WORDS:
+        return reject(link.tool, arguments, text.strip())
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class A2AContinuation:
     """The continuing message won the claim: this request continues the task, once.
@@ -272,21 +292,9 @@ class A2ADoor:
         return paused
 
     def response_of(self, link: PauseLink, text: str) -> dict[str, Any] | None:
-        """The answer a message's text gives, or ``None`` when it gives none (the task keeps
-        waiting). An approval takes ``approve`` or ``reject`` (first word); a question any
-        text. Override it to read structured parts."""
-        words = text.strip().split()
-        if link.interaction != APPROVE_TOOL_CALL:
-            return {"answers": [{"selections": [], "other": text.strip()}]} if words else None
-        if not words:
-            return None
-        first = words[0].lower().strip(".,!")
-        arguments = json.loads(link.arguments_json) if link.arguments_json else None
-        if first in APPROVE_WORDS:
-            return approve(link.tool, arguments)
-        if first in REJECT_WORDS:
-            return reject(link.tool, arguments, text.strip())
-        return None
+        """The answer a message's text gives (:func:`response_from_text`), or ``None`` when it
+        gives none and the task keeps waiting. Override it to read structured parts."""
+        return response_from_text(link, text)
 
     async def admit(
         self, context: ServerCallContext, message: Message, task_id: str
@@ -365,4 +373,11 @@ class A2ADoor:
         raise refusal(outcome.reason or "rejected", detail)
 
 
-__all__ = ["A2AContinuation", "A2ADoor", "continuation", "owner_scope", "refusal"]
+__all__ = [
+    "A2AContinuation",
+    "A2ADoor",
+    "continuation",
+    "owner_scope",
+    "refusal",
+    "response_from_text",
+]
