@@ -33,12 +33,12 @@ from turnlog.clock import utc_now
 from turnlog.mcp import APPROVAL_KEY, ApprovalGate, StateRefused
 from turnlog.tokens import peek_claims
 
-SNIPPET = Path(__file__).resolve().parents[2] / "docs" / "snippets" / "mcp_approval.py"
+SNIPPETS = Path(__file__).resolve().parents[2] / "docs" / "snippets"
 ARGS = {"service": "api", "region": "eu-west-1"}
 
 
-def _snippet() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("mcp_approval_snippet", SNIPPET)
+def _snippet(name: str = "mcp_approval") -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"{name}_snippet", SNIPPETS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -107,6 +107,28 @@ async def test_two_retries_at_once_through_two_replicas_run_the_tool_once_and_ag
             assert log.read_text().splitlines() == ["deployed api to eu-west-1"]
         await gate_a.close()
         await gate_b.close()
+    await asyncio.wait_for(worker, 30)  # it stopped with the Turnlog, cleanly
+
+
+async def test_the_pages_client_in_band_and_by_hand(
+    bootstrap: str, names: Names, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    settings = api_settings(bootstrap, names, tmp_path)
+    log = tmp_path / "deploy.log"
+    client = _snippet("mcp_client")
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        server, gate = _snippet().build_server(tl, log)
+        # The SDK's own loop: the elicitation callback is the person, in band.
+        done = await client.deploy_in_band(server)
+        assert _text(done) == "deployed api to eu-west-1" and not done.is_error
+        assert (
+            'Approve deploy({"region": "eu-west-1", "service": "api"})?' in capsys.readouterr().out
+        )
+        rejected = await client.deploy_by_hand(server, "reject")
+        assert _text(rejected).startswith("rejected: deploy was not run.")
+        assert log.read_text().splitlines() == ["deployed api to eu-west-1"]
+        await gate.close()
     await asyncio.wait_for(worker, 30)  # it stopped with the Turnlog, cleanly
 
 
