@@ -28,7 +28,7 @@ from mcp_types import CallToolResult, ElicitResult, InputRequiredResult, TextCon
 from tests.conftest import Names
 from tests.integration.cli_support import Cli, cli_env
 from tests.integration.test_api import api_settings
-from turnlog import Turnlog, write_keypair
+from turnlog import Turnlog, approve, write_keypair
 from turnlog.clock import utc_now
 from turnlog.mcp import APPROVAL_KEY, ApprovalGate, StateRefused
 from turnlog.tokens import peek_claims
@@ -256,3 +256,45 @@ async def test_tampered_foreign_and_expired_states_are_refused_by_name_and_nothi
 
 async def _never(arguments: dict[str, Any], key: str) -> str:
     raise AssertionError(f"ran {arguments} under {key}")
+
+
+async def test_in_url_mode_the_person_decides_on_the_inbox_page_and_retries_look_for_it(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    settings = api_settings(bootstrap, names, tmp_path)
+    ran: list[dict[str, Any]] = []
+
+    async def deploy(arguments: dict[str, Any], key: str) -> str:
+        ran.append(arguments)
+        return "deployed"
+
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        gate = ApprovalGate(tl, "deployer", inbox_url="https://inbox.example/", poll_wait=0.5)
+        rounds = {"run": deploy, "principal": None}
+        first = await gate.call("deploy", ARGS, request_state=None, input_responses=None, **rounds)
+        assert isinstance(first, InputRequiredResult) and first.request_state is not None
+        state = first.request_state
+        assert first.input_requests is not None
+        asked = first.input_requests[APPROVAL_KEY].params
+        token_id = peek_claims(state)["jti"]
+        assert (asked.mode, asked.url) == ("url", f"https://inbox.example/pause/{token_id}")
+        # The client says it opened the page: no decision in that, so it is asked again.
+        opened = {APPROVAL_KEY: ElicitResult(action="accept")}
+        again = await gate.call(
+            "deploy", ARGS, request_state=state, input_responses=opened, **rounds
+        )
+        assert isinstance(again, InputRequiredResult) and ran == []
+        # The inbox answers (as its POST does: the pause's token and axes).
+        claims = peek_claims(state)
+        await tl.answer(
+            state, approve("deploy", ARGS), scope_hash=claims["scope_hash"],
+            session_id=claims["session_id"], run_id=claims["run_id"],
+            call_id=claims["tool_call_id"],
+        )  # fmt: skip
+        done = await gate.call(
+            "deploy", ARGS, request_state=state, input_responses=opened, **rounds
+        )
+        assert isinstance(done, CallToolResult) and _text(done) == "deployed" and ran == [ARGS]
+        await gate.close()
+    await asyncio.wait_for(worker, 30)  # it stopped with the Turnlog, cleanly

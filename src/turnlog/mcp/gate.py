@@ -42,6 +42,7 @@ from mcp_types import (
     CallToolResult,
     ElicitRequest,
     ElicitRequestFormParams,
+    ElicitRequestURLParams,
     InputRequiredResult,
     TextContent,
 )
@@ -92,7 +93,11 @@ class ApprovalGate:
     ``window`` is how long the person has (the pause's token window; default the settings'
     ``token_ttl_seconds``); ``result_wait`` how long a retry that lost the claim waits for the
     winner's result; ``poll_wait`` how long a state-only retry looks for a turn answered
-    elsewhere before asking again. Nothing lives in the process: any replica with the same
+    elsewhere before asking again. ``inbox_url`` (the inbox's address, as
+    ``TURNLOG_INBOX_URL``) asks in URL mode instead: the client sends its person to the pause's
+    inbox page (``<inbox_url>/pause/<token id>``), the decision is made there, and the client's
+    retries -- whatever its URL elicitation result says -- look for it as a state alone would.
+    Nothing lives in the process: any replica with the same
     settings and keys continues any pause. ``await gate.close()`` when the server stops.
     """
 
@@ -106,6 +111,7 @@ class ApprovalGate:
         poll_wait: float = 1.0,
         timeout: float = 30.0,
         claimant: str | None = None,
+        inbox_url: str | None = None,
     ) -> None:
         if not server:
             raise ValueError("an ApprovalGate needs the server's name (it binds every state)")
@@ -118,6 +124,7 @@ class ApprovalGate:
         self.claimant = claimant or default_claimant()
         self.results = ResultLog(tl.settings)
         self.tools: set[str] = set()
+        self.inbox_url = inbox_url.rstrip("/") if inbox_url else None
 
     def install(self, server: MCPServer, *, tools: Collection[str]) -> None:
         """Let the named tools' states through the SDK's request-state boundary untouched
@@ -182,14 +189,15 @@ class ApprovalGate:
         recorded = await self.results.find(claims.thread_id, claims.token_id)
         if recorded is not None:
             return CallToolResult.model_validate(recorded.result)
-        response = (input_responses or {}).get(APPROVAL_KEY)
+        # In URL mode the decision is the inbox's: a response only says the page was opened.
+        response = None if self.inbox_url else (input_responses or {}).get(APPROVAL_KEY)
         if response is not None:
             decision = decision_of(response)
             await self._answer(request_state, claims, tool, args, decision, principal)
         elif not await self._answered(claims):
             if utc_now() >= claims.expires_at:
                 raise StateRefused("token_expired", "the pause's window closed unanswered")
-            return self._input_required(request_state, tool, args, message)
+            return self._input_required(request_state, tool, args, message, claims.token_id)
         return await self._continue(request_state, claims, tool, run)
 
     # -- the rounds -------------------------------------------------------------------------------
@@ -219,16 +227,19 @@ class ApprovalGate:
             interaction=APPROVE_TOOL_CALL,
             ttl=self.window,
         )
-        return self._input_required(paused.token, tool, args, message)
+        return self._input_required(paused.token, tool, args, message, paused.token_id)
 
     def _input_required(
-        self, token: str, tool: str, args: dict[str, Any], message: str | None
+        self, token: str, tool: str, args: dict[str, Any], message: str | None, token_id: str
     ) -> InputRequiredResult:
-        form = ElicitRequestFormParams(
-            message=message or _question(tool, args), requested_schema=dict(DECISION_SCHEMA)
-        )
+        asked = message or _question(tool, args)
+        params: ElicitRequestFormParams | ElicitRequestURLParams
+        if self.inbox_url:
+            params = ElicitRequestURLParams(message=asked, url=f"{self.inbox_url}/pause/{token_id}")
+        else:
+            params = ElicitRequestFormParams(message=asked, requested_schema=dict(DECISION_SCHEMA))
         return InputRequiredResult(
-            input_requests={APPROVAL_KEY: ElicitRequest(params=form)}, request_state=token
+            input_requests={APPROVAL_KEY: ElicitRequest(params=params)}, request_state=token
         )
 
     def _verify(self, token: str) -> PauseClaims:
