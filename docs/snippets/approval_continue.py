@@ -4,8 +4,9 @@ case the history already tells the model why, as the call's result.
 
     python docs/snippets/approval_continue.py THREAD_ID
 
-(One-shot, for the tutorial: it waits for its own thread's turn and takes nothing of any other
-thread's. An agent service loops over every thread's turns instead; see the page.)
+(One-shot, for the tutorial: it waits for its own thread's turn, takes nothing of any other
+thread's, and claims the turn, so a second run raises AlreadyContinued and deploys nothing. An
+agent service loops over every thread's turns instead; see the page.)
 """
 
 import asyncio
@@ -22,7 +23,7 @@ def deploy(service: str, region: str) -> str:
 
 async def continue_turn(thread_id: str) -> None:
     async with Turnlog(Settings.from_env()) as tl:
-        turn = await tl.resumed_turn(thread_id, timeout=60)  # this thread's turn, no one else's
+        turn = await tl.resumed_turn(thread_id, timeout=60)  # this thread's turn, claimed
         history: list[dict[str, Any]] = history_dicts(turn)
         call = approved_call(turn)
         if call is not None:  # approved, perhaps edited: run it now, exactly this call

@@ -10,7 +10,8 @@ from turnlog import Settings, Turnlog, history_dicts
 async def continue_turn() -> None:
     async with Turnlog(Settings.from_env()) as tl:
         # thread-1's resumed turn: read from its partition with no consumer group, so nothing
-        # of any other thread is taken or committed (and asking again gives the same turn)
+        # of any other thread is taken or committed; then claimed, so it is continued once
+        # (a second run raises AlreadyContinued, naming who holds it)
         turn = await tl.resumed_turn("thread-1", timeout=60)
         print(f"thread {turn.thread_id}, resumed from {turn.checkpoint_id}:")
         for message in history_dicts(turn):
