@@ -105,9 +105,14 @@ async def test_a_continuation_sent_to_two_replicas_runs_once_and_both_replicas_a
         assert won.task.status.state == TaskState.TASK_STATE_COMPLETED
         assert ran == ["deployed billing to eu"]
 
-        # The same message again, after the end: refused by name, nothing runs.
-        again = await _outcome(b, approve)
-        assert isinstance(again, A2AError) and "already_continued" in str(again)
+        # The same message again, after the end, through either replica: the finished task,
+        # as the first send got it; nothing runs. Another message is refused by name.
+        for one in (a, b):
+            again = await _outcome(one, approve)
+            assert isinstance(again, StreamResponse), again
+            assert again.task.status.state == TaskState.TASK_STATE_COMPLETED
+        late = await _outcome(b, message("approve", task_id=task_id, context_id=context_id))
+        assert isinstance(late, A2AError) and str(late).startswith("already_continued:"), late
         assert ran == ["deployed billing to eu"]
 
         # GetTask through either replica agrees: completed, the artifact holds the deploy.

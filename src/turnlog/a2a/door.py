@@ -70,6 +70,13 @@ APPROVE_WORDS = frozenset({"approve", "approved", "yes"})
 REJECT_WORDS = frozenset({"reject", "rejected", "no", "deny"})
 
 
+def answer_id(task_id: str, message: Message) -> str:
+    """The answer a continuing message is: one id per task and message id, so a client's
+    retry of the message is the same answer (consumed once) on any replica."""
+    said = hashlib.sha256(f"{task_id}/{message.message_id}".encode()).hexdigest()[:32]
+    return f"a2a-{said}"
+
+
 def owner_scope(owner: str) -> str:
     """The pause's tenant scope: a digest of the A2A task's owner, so an answer stating
     another owner's scope is refused at step 2."""
@@ -167,6 +174,22 @@ class _ContextBuilder(SimpleRequestContextBuilder):
         return built
 
 
+class _DoorHandler(DefaultRequestHandlerV2):
+    """a2a-sdk's handler, with one step before it: a retry of the message that continued a
+    task now finished gets the finished task back, as the first send did, and runs nothing."""
+
+    door: A2ADoor
+
+    async def on_message_send(
+        self, params: SendMessageRequest, context: ServerCallContext
+    ) -> Message | Task:
+        replayed = await self.door.replayed(context, params.message)
+        if replayed is not None:
+            return replayed
+        sent: Message | Task = await super().on_message_send(params, context)
+        return sent
+
+
 class _Finishing(AgentExecutor):
     """The agent's executor, saying done on the claim once ``execute()`` returned: a claim
     whose holder died mid-way stays taken (``turnlog show``), to be retaken knowingly."""
@@ -223,7 +246,7 @@ class A2ADoor:
         self, executor: AgentExecutor, agent_card: AgentCard, **options: Any
     ) -> DefaultRequestHandlerV2:
         """a2a-sdk's default handler on this door's store, stream and context builder."""
-        return DefaultRequestHandlerV2(
+        handler = _DoorHandler(
             _Finishing(executor),
             self.store,
             agent_card,
@@ -231,6 +254,8 @@ class A2ADoor:
             request_context_builder=_ContextBuilder(self),
             **options,
         )
+        handler.door = self
+        return handler
 
     async def ask(
         self,
@@ -296,6 +321,28 @@ class A2ADoor:
         gives none and the task keeps waiting. Override it to read structured parts."""
         return response_from_text(link, text)
 
+    async def replayed(self, context: ServerCallContext, message: Message) -> Task | None:
+        """The finished task ``message`` continued, when ``message`` is a retry of that
+        continuation (same task, same message id); else ``None``."""
+        if not message.task_id:
+            return None
+        owner = self.owner_resolver(context)
+        link = await self.tasks.pause_of(message.task_id, owner)
+        stored = self.tasks.fold.owned(message.task_id, owner)
+        if link is None or stored is None or stored.state not in TERMINAL:
+            return None
+        try:
+            turn = await self.tl.peek_resumed_turn(
+                message.task_id, token_id=link.token_id, timeout=self.timeout
+            )
+        except TimeoutError:
+            return None
+        if turn.answer_id != answer_id(message.task_id, message):
+            return None
+        task = Task()
+        task.ParseFromString(stored.task)
+        return task
+
     async def admit(
         self, context: ServerCallContext, message: Message, task_id: str
     ) -> A2AContinuation | None:
@@ -319,14 +366,13 @@ class A2ADoor:
         if response is None:
             wanted = "'approve' or 'reject'" if link.tool else "an answer"
             raise refusal("awaiting_answer", f"task {task_id} waits for {wanted}")
-        said = hashlib.sha256(f"{task_id}/{message.message_id}".encode()).hexdigest()[:32]
         axes = {
             "scope_hash": owner_scope(owner),
             "session_id": Task.FromString(stored.task).context_id,
             "run_id": task_id,
             "call_id": link.call_id,
         }
-        await self._answer(link, task_id, owner, response, f"a2a-{said}", axes)
+        await self._answer(link, task_id, owner, response, answer_id(task_id, message), axes)
         try:
             claim = await self.tl.continue_turn(
                 link.token, timeout=self.timeout, claimant=self.claimant
@@ -376,6 +422,7 @@ class A2ADoor:
 __all__ = [
     "A2AContinuation",
     "A2ADoor",
+    "answer_id",
     "continuation",
     "owner_scope",
     "refusal",
