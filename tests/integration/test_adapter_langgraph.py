@@ -430,7 +430,8 @@ async def test_the_continue_step_twice_at_once_and_again_runs_the_approved_node_
     """Issue 37: continue_run by two clients at once and by a third afterwards -- one resumes
     the graph and the deploy runs once, with its idempotency key; the others get
     AlreadyContinued and invoke nothing."""
-    DEPLOYED.clear(), KEYS.clear()
+    DEPLOYED.clear()
+    KEYS.clear()
     settings = api_settings(bootstrap, names, tmp_path)
     graph = approval_graph([False])
     async with Turnlog(settings) as tl, Turnlog(settings) as other, Turnlog(settings) as late:
@@ -459,7 +460,8 @@ async def test_a_crash_after_the_claim_is_retaken_only_explicitly_with_the_same_
     """The node dies after its claim, before done: the next continue is refused (the claim is
     held, not finished); retake=True resumes the graph again, and the node gets the key it
     got before."""
-    DEPLOYED.clear(), KEYS.clear()
+    DEPLOYED.clear()
+    KEYS.clear()
     settings = api_settings(bootstrap, names, tmp_path)
     crash = [True]
     graph = approval_graph(crash)

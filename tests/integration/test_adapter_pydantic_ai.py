@@ -211,7 +211,8 @@ async def test_the_continue_step_twice_at_once_and_again_runs_the_approved_tool_
     """Issue 37: continue_run by two clients at once and by a third afterwards -- one runs the
     deploy, with its idempotency key; the others get AlreadyContinued and run nothing (before,
     each continue step ran the deploy)."""
-    RAN.clear(), KEYS.clear()
+    RAN.clear()
+    KEYS.clear()
     settings = api_settings(bootstrap, names, tmp_path)
     async with Turnlog(settings) as tl, Turnlog(settings) as other, Turnlog(settings) as late:
         worker = asyncio.create_task(tl.run_worker())
@@ -238,7 +239,8 @@ async def test_a_crash_after_the_claim_is_retaken_only_explicitly_with_the_same_
 ) -> None:
     """The process dies after its claim, before done: the next continue is refused (the claim
     is held, not finished); retake=True continues, and the tool gets the key it got before."""
-    RAN.clear(), KEYS.clear()
+    RAN.clear()
+    KEYS.clear()
     settings = api_settings(bootstrap, names, tmp_path)
     async with Turnlog(settings) as tl:
         worker = asyncio.create_task(tl.run_worker())
