@@ -441,21 +441,132 @@ async def forget(
     ctx: typer.Context,
     thread: Annotated[str, typer.Argument(help="Thread id.")],
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False,
+    erase_within: Annotated[
+        str | None,
+        typer.Option(
+            "--erase-within",
+            metavar="DURATION",
+            help="Make the broker erase the thread's bytes within DURATION (1m to 30d): lower "
+            "the compacted topics' segment.ms and max.compaction.lag.ms to fit, roll the "
+            "thread's partition, and wait until nothing of it holds content (exit 1 if not).",
+        ),
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Write nothing: count the thread's records that still hold content on the "
+            "compacted topics (exit 0 when none, 1 otherwise).",
+        ),
+    ] = False,
     as_json: JsonOpt = False,
     broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
     """Write tombstones for every key of a thread on the compacted topics (exit 1, saying how
     many, if any tombstone was not delivered: run it again)."""
+    from turnlog.kafka.outage import ride_out
     from turnlog.kafka.topics import TopicSet
-    from turnlog.producers.forget import forget_thread
+    from turnlog.producers import erasure
+    from turnlog.producers.forget import forget_keys, write_tombstones
 
+    settings = run_state(ctx).settings
+    topics = TopicSet.from_settings(settings)
+    if check:
+        if erase_within is not None:
+            raise fail("--check writes nothing: it does not go with --erase-within", EXIT_USAGE)
+        left = await ride_out(
+            lambda: erasure.remaining(settings, topics, thread), settings=settings, who="forget"
+        )
+        _print_left(thread, left, as_json)
+        if any(left.values()):
+            raise typer.Exit(EXIT_FAILURE)
+        return
+    plan = _erasure_plan(erase_within)
     if not yes and not typer.confirm(f"forget every fact of thread {thread!r}?"):
         raise typer.Exit(EXIT_REFUSED)
-    counts = await forget_thread(
-        run_state(ctx).settings, TopicSet.from_settings(run_state(ctx).settings), thread
-    )
+    if plan is None:
+        keys = await forget_keys(settings, topics, thread)
+        _print_tombstones(thread, keys, as_json)
+        return
+    found: dict[str, set[bytes]] = {}
+
+    async def tombstones() -> dict[str, set[bytes]]:
+        found.update(await forget_keys(settings, topics, thread))
+        _print_tombstones(thread, found, as_json=False, quiet=as_json)
+        return found
+
+    async def again(keys: dict[str, set[bytes]]) -> None:
+        await write_tombstones(settings, topics, thread, keys)
+
+    try:
+        done = await erasure.erase(settings, topics, thread, plan, forget=tombstones, again=again)
+    except PermissionError as exc:
+        raise fail(str(exc), EXIT_FAILURE) from None
+    if as_json:
+        print_json(
+            {
+                "thread_id": thread,
+                "tombstones": {t: len(k) for t, k in found.items()},
+                "lowered": done.lowered,
+                "left": done.left,
+                "erased": done.done,
+                "seconds": round(done.seconds, 1),
+            }
+        )
+    else:
+        for topic, lowered in done.lowered.items():
+            settings_text = " ".join(f"{k}={v}" for k, v in sorted(lowered.items()))
+            out.print(f"lowered on {topic}: {settings_text}", soft_wrap=True)
+    if not done.done:
+        still = ", ".join(f"{n} on {t}" for t, n in done.left.items() if n)
+        raise fail(
+            f"thread {thread!r} still has records holding content after "
+            f"{done.seconds:.0f}s ({still}): the broker's log cleaner did not compact them in "
+            f"time (log.cleaner.enable, log.cleaner.backoff.ms); check again with --check",
+            EXIT_FAILURE,
+        )
+    if not as_json:
+        out.print(
+            f"erased: no record of thread {thread!r} holds content on the compacted topics "
+            f"({done.seconds:.0f}s after the tombstones)",
+            soft_wrap=True,
+        )
+
+
+def _erasure_plan(text: str | None) -> Any:
+    from turnlog.errors import SettingError
+    from turnlog.notify.config import parse_duration
+    from turnlog.producers.erasure import MAX_WINDOW, MIN_WINDOW, Plan
+
+    if text is None:
+        return None
+    try:
+        window = parse_duration(text, "--erase-within")
+    except SettingError:
+        raise fail(
+            f"--erase-within {text!r}: a duration such as 10m, 1h or 1d", EXIT_USAGE
+        ) from None
+    if not MIN_WINDOW <= window <= MAX_WINDOW:
+        raise fail(f"--erase-within {text!r}: from 1m to 30d", EXIT_USAGE)
+    return Plan(window)
+
+
+def _print_tombstones(
+    thread: str, keys: dict[str, set[bytes]], as_json: bool, quiet: bool = False
+) -> None:
+    counts = {topic: len(found) for topic, found in keys.items()}
+    if quiet:
+        return
     if as_json:
         print_json({"thread_id": thread, "tombstones": counts})
-    else:
-        for topic, n in counts.items():
-            out.print(f"{n} tombstone(s) on {topic}")
+        return
+    for topic, n in counts.items():
+        out.print(f"{n} tombstone(s) on {topic}", soft_wrap=True)
+
+
+def _print_left(thread: str, left: dict[str, int], as_json: bool) -> None:
+    if as_json:
+        print_json({"thread_id": thread, "left": left, "erased": not any(left.values())})
+        return
+    for topic, n in left.items():
+        out.print(f"{n} record(s) of thread {thread!r} holding content on {topic}", soft_wrap=True)

@@ -66,7 +66,15 @@ async def thread_keys(
 
 
 async def forget_thread(settings: Settings, topics: TopicSet, thread_id: str) -> dict[str, int]:
-    """Write the tombstones; returns how many per topic.
+    """Write the tombstones; returns how many per topic (:func:`forget_keys`)."""
+    keys = await forget_keys(settings, topics, thread_id)
+    return {topic: len(topic_keys) for topic, topic_keys in keys.items()}
+
+
+async def forget_keys(
+    settings: Settings, topics: TopicSet, thread_id: str
+) -> dict[str, set[bytes]]:
+    """Write the tombstones; returns the keys tombstoned, per topic.
 
     Every send is awaited: a tombstone that was not acknowledged leaves the thread's content on
     the log, which must be said (:class:`DeliveryFailed` with how many failed) rather than
@@ -77,6 +85,15 @@ async def forget_thread(settings: Settings, topics: TopicSet, thread_id: str) ->
     keys = await ride_out(
         lambda: thread_keys(settings, topics, thread_id), settings=settings, who="forget"
     )
+    await write_tombstones(settings, topics, thread_id, keys)
+    return keys
+
+
+async def write_tombstones(
+    settings: Settings, topics: TopicSet, thread_id: str, keys: dict[str, set[bytes]]
+) -> None:
+    """A tombstone for each of ``keys`` (per topic) on ``thread_id``'s partition, each
+    acknowledged, or :class:`DeliveryFailed` saying how many were not."""
     wait = attempt_timeout(settings)
 
     async def open_producer() -> tuple[AIOKafkaProducer, int]:
@@ -116,7 +133,6 @@ async def forget_thread(settings: Settings, topics: TopicSet, thread_id: str) ->
         await (abandon(producer) if failures else stop_producer(producer, patience=wait))
     if failures:
         raise DeliveryFailed(len(failures), total, "tombstones", failures[0])
-    return {topic: len(topic_keys) for topic, topic_keys in keys.items()}
 
 
 async def _undelivered(deliveries: list[asyncio.Future[Any]], wait: float) -> list[BaseException]:
