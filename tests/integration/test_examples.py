@@ -128,3 +128,25 @@ def test_the_continue_step_run_twice_at_once_and_again_continues_once(
         assert lost.seconds < 30, lost  # promptly: told, not left waiting for a turn
     assert story.continues[2].stderr.rstrip().endswith(", finished)")
     assert len(story.side_effects) == 1, story.side_effects
+
+
+@pytest.mark.parametrize("framework", sorted(ADAPTER_EXAMPLES))
+def test_an_adapter_example_without_keys_says_turnlog_keys_new_before_it_runs(
+    bootstrap: str, names: Names, tmp_path: Path, framework: str
+) -> None:
+    """Issue 37: an agent without keys raised a traceback after its graph had stopped at the
+    interrupt, which was never paused; now one line naming the fix, before the run."""
+    script, files, _ = ADAPTER_EXAMPLES[framework]
+    (tmp_path / "keys").mkdir()  # there, but empty
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / script), "start"],
+        env=cli_env(bootstrap, names.prefix, names.app, tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 1
+    (line,) = run.stderr.splitlines()
+    assert line.startswith("ConfigurationError: ") and "`turnlog keys new`" in line, line
+    assert not (tmp_path / files / "pause.json").exists()
