@@ -698,6 +698,7 @@ class Recording:
         from turnlog.producers.pauses import check_checkpoint
 
         check_checkpoint(checkpoint)
+        self.checkpoint = checkpoint
         self.calls = list(calls)
         return tuple(calls)
 
@@ -714,6 +715,20 @@ async def test_openai_agents_pauses_a_question_tool_and_an_approval_in_one_pause
         ("call-1", APPROVE_TOOL_CALL, approval_request("deploy", ARGS)),
         ("call-2", "ask_user", QUESTION),
     ]
+
+
+async def test_pause_run_names_the_run_and_session_after_the_thread_unless_told() -> None:
+    """What keeps an agent's pause one line: run and session default to the thread's id."""
+    agent: Agent[Any] = Agent(name="d", model=AsksAndDeploys(), tools=[approved_deploy, ask_user])
+    result = await Runner.run(agent, "Deploy.", run_config=RunConfig(tracing_disabled=True))
+    tl = Recording()
+    await openai_agents.pause_run(tl, result, thread_id="t-1", scope_hash="h")  # type: ignore[arg-type]
+    assert (tl.checkpoint.run_id, tl.checkpoint.session_id) == ("t-1", "t-1")
+    await openai_agents.pause_run(
+        tl,  # type: ignore[arg-type]
+        result, thread_id="t-1", run_id="r", session_id="s", scope_hash="h",
+    )  # fmt: skip
+    assert (tl.checkpoint.run_id, tl.checkpoint.session_id) == ("r", "s")
 
 
 async def test_a_pause_without_a_signing_key_names_turnlog_keys_new() -> None:
