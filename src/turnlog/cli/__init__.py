@@ -14,5 +14,6 @@ from turnlog.cli import audit
 from turnlog.cli import trail
 from turnlog.cli import inbox
 from turnlog.cli import notify as notify  # registers `turnlog notify`
+from turnlog.cli import region as region  # registers `turnlog region`
 
 __all__ = ["admin", "app", "audit", "inbox", "main", "services", "status", "trail", "turns"]

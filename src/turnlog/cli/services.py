@@ -61,6 +61,16 @@ async def worker(
             "a full restore.",
         ),
     ] = 0,
+    passive: Annotated[
+        bool,
+        typer.Option(
+            "--passive",
+            envvar="TURNLOG_PASSIVE",
+            help="A second region's worker: keep warm, read-only copies of every mirrored "
+            "partition and answer nothing until `turnlog region promote` names this region; "
+            "then take over from the copies (docs/operations/regions.md).",
+        ),
+    ] = False,
     session_timeout_ms: SessionTimeoutOpt = None,
     heartbeat_interval_ms: HeartbeatOpt = None,
     metrics_port: MetricsPortOpt = None,
@@ -83,7 +93,9 @@ async def worker(
     try:
         async with serving(metrics_port, lambda: bool(running) and running[0].ready):
             try:
-                await _work(settings, store, checks, instance_id, standby, interrupts, running)
+                await _work(
+                    settings, store, checks, instance_id, (standby, passive), interrupts, running
+                )
             except BrokerUnavailable:
                 if interrupts.signal is None:
                     raise
@@ -102,7 +114,7 @@ async def _work(
     store: Store,
     checks: TokenVerifier,
     instance_id: str | None,
-    standby: int,
+    copies: tuple[int, bool],
     interrupts: Interrupts,
     running: list[ResumeWorker],
 ) -> None:
@@ -121,14 +133,17 @@ async def _work(
         verifier=checks,
         interactions=default_interactions(),
         instance_id=instance_id,
-        standbys=standby,
+        standbys=copies[0],
+        passive=copies[1],
     )
     interrupts.on_stop(resume.request_stop)
     running.append(resume)
     if warning is not None:  # before the line that says it runs: nothing comes between
         err.print(f"[yellow]warning:[/yellow] {escape(warning)}", soft_wrap=True)
     err.print(
-        f"worker {settings.application_id} on {settings.connection.describe()}; Ctrl-C stops",
+        f"worker {settings.application_id} on {settings.connection.describe()}"
+        + ("; passive until `turnlog region promote`" if copies[1] else "")
+        + "; Ctrl-C stops",
         soft_wrap=True,
     )
     await resume.run()

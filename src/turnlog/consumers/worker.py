@@ -76,6 +76,7 @@ from turnlog.observability import tracing
 from turnlog.observability.metrics import worker_metrics
 from turnlog.projections.projector import StoreApplier
 from turnlog.projections.store import Store
+from turnlog.region.control import Promotion, PromotionWatch, control_topic
 from turnlog.settings import Settings
 from turnlog.tokens import TokenVerifier
 from turnlog.wire.codec import encode
@@ -250,6 +251,7 @@ class ResumeWorker(Lifecycle):
         registry: CollectorRegistry | None = None,
         verify_threads: int = 2,
         standbys: int = 0,
+        passive: bool = False,
     ) -> None:
         if not 0 <= standbys <= MOST_STANDBYS:
             raise ValueError(f"standbys must be 0..{MOST_STANDBYS}, not {standbys}")
@@ -308,6 +310,17 @@ class ResumeWorker(Lifecycle):
         self._handler = self._make_handler()
         self._reader = LogReader(settings.connection, client_id="turnlog-restore")
         self._standby_reader = LogReader(settings.connection, client_id="turnlog-standby")
+        #: ``--passive`` (a region's standby, docs/operations/regions.md): warm copies of every
+        #: partition, and no answers group until an operator's promotion is on the control topic.
+        self.passive = passive
+        #: The promotion this worker took over on (``None``: active from the start, or waiting).
+        self.promotion: Promotion | None = None
+        self._copies_all = passive
+        self._watch = (
+            PromotionWatch(settings.connection, control_topic(self.topics.prefix))
+            if passive
+            else None
+        )
         assignor = assignor_for(self._holding, self._on_standby)
         self._consumer = clients.consumer(
             settings,
@@ -354,7 +367,7 @@ class ResumeWorker(Lifecycle):
         return sorted(self._standby_now())
 
     def _standby_now(self) -> frozenset[int]:
-        if self.standbys == 0:
+        if self.standbys == 0 and not self._copies_all:
             return frozenset()
         return self._standby - self._assigned - set(self._owners.owned)
 
@@ -392,8 +405,10 @@ class ResumeWorker(Lifecycle):
                     await self._consumer.start()
                     consumer_started = True
                 await self._reader.start()
-                if self.standbys:
+                if self.standbys or self.passive:
                     await self._standby_reader.start()
+                if self._watch is not None:
+                    await self._watch.start()
                 self._partitions = len(await self._reader.partitions_of(self.topics.answers))
                 break
             except _BROKER_TROUBLE as exc:
@@ -403,6 +418,10 @@ class ResumeWorker(Lifecycle):
         outage.ok()
         self._handler = self._make_handler()
         self._started = True
+        if self._copies_all:
+            self._standby = frozenset(range(self._partitions))
+            self.metrics.standby.set(self._partitions)
+            return  # the answers group waits for the promotion (run)
         self._consumer.subscribe([self.topics.answers], listener=_Rebalance(self))
 
     def request_stop(self) -> None:
@@ -420,10 +439,12 @@ class ResumeWorker(Lifecycle):
             await self.start()
             sweeper = asyncio.create_task(self._sweep())
             tasks = [sweeper]
-            if self.standbys:
+            if self.standbys or self.passive:
                 tasks.append(asyncio.create_task(self._stand_by()))
             outage = self._outage_watch()
             try:
+                if self._copies_all and not await self._until_promoted():
+                    return  # stopped while passive
                 while not self._stopping.is_set():
                     try:
                         await self._round()
@@ -446,6 +467,38 @@ class ResumeWorker(Lifecycle):
                         await task
         finally:
             await self.stop()
+
+    async def _until_promoted(self) -> bool:
+        """A passive worker's wait: its copies kept warm (:meth:`_stand_by`) until the control
+        topic holds a promotion; then it joins the answers group, and its takes read only what
+        came after the copies. False: stopped first. Nothing but the promotion ends the wait --
+        not the other region's silence, which a network blip looks like."""
+        if self._watch is None:
+            return True
+        outage = self._outage_watch()
+        while not self._stopping.is_set():
+            try:
+                found = await self._watch.wait(self._stopping)
+            except _BROKER_TROUBLE as exc:
+                await self._pause_for(outage.failed(exc))
+                continue
+            if found is None:
+                return False
+            self.promotion = found
+            log.info(
+                "%s: taking over the answers group %s from warm copies of partitions %s",
+                found.line(), self.group_id, sorted(self._standby),
+                extra={"event": "promoted", "by": found.by, "region": found.region},
+            )  # fmt: skip
+            async with self._reader_lock:
+                self._copies_all = False
+                self._standby_before = self._standby
+                if not self.standbys:
+                    self._standby = frozenset()
+                self._standby_changed.set()
+            self._consumer.subscribe([self.topics.answers], listener=_Rebalance(self))
+            return True
+        return False
 
     def _session_refused(self) -> str:
         """What a join refused for its session timeout says: the value, the broker's bounds."""
@@ -568,6 +621,8 @@ class ResumeWorker(Lifecycle):
         self._reader_reads = frozenset()
         await self._standby_reader.stop()
         self._standby_reads = frozenset()
+        if self._watch is not None:
+            await self._watch.stop()
         self._handler.close()
 
     # -- ownership -------------------------------------------------------------------------
