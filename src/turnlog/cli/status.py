@@ -13,6 +13,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from turnlog.cli.answering import RETAKE_HINT, claim_words, unfinished_claims
 from turnlog.cli.app import (
     BrokerTimeoutOpt,
     JsonOpt,
@@ -24,6 +25,7 @@ from turnlog.cli.app import (
     run_state,
 )
 from turnlog.cli.common import caught_up, freshness, open_for_reading
+from turnlog.contracts.visible import visible
 from turnlog.projections.pending import pending_summary
 
 
@@ -38,7 +40,6 @@ async def status(
     from turnlog.kafka.groups import group_status
     from turnlog.kafka.outage import ride_out
     from turnlog.kafka.topics import TopicSet
-    from turnlog.notify import undelivered
 
     settings = run_state(ctx).settings
     topics = TopicSet.from_settings(settings)
@@ -47,21 +48,13 @@ async def status(
         settings=settings,
         who="status",
     )
-    notices = await undelivered.summary(settings)
     now = utc_now()
     with open_for_reading(settings) as (store, writer):
         if writer:
             await caught_up(store, settings)
         summary = pending_summary(store, now)
+        claims = unfinished_claims(store, int(now.timestamp() * 1000))
         fresh = freshness(store)
-    told: dict[str, Any] | None = None
-    if notices is not None:  # a notifier ran in this deployment: what its webhooks have not taken
-        waited = None if notices.oldest is None else (now - notices.oldest).total_seconds()
-        told = {
-            "waiting": notices.waiting,
-            "oldest_waiting_seconds": None if waited is None else round(waited, 1),
-            "dead_letters": notices.dead,
-        }
     oldest: dict[str, Any] | None = None
     if summary.oldest is not None:
         paused_at = summary.oldest.paused_at
@@ -82,6 +75,10 @@ async def status(
         "answered_not_resumed": group.lag,
         "pending": summary.count,
         "oldest_pending": oldest,
+        # Resumed turns whose continuation was claimed and never said done: running, or left
+        # by a holder that died (retaken only explicitly); the oldest first.
+        "claimed_not_finished": len(claims),
+        "oldest_claimed_not_finished": claims[0] if claims else None,
         "members": [
             {
                 "client_id": m.client_id,
@@ -92,7 +89,6 @@ async def status(
             for m in group.members
         ],
         "as_of": fresh,
-        "notices": told,
     }
     if as_json:
         print_json(report)
@@ -111,11 +107,11 @@ async def status(
     if oldest is not None:
         age = oldest["age_seconds"]
         out.print(f"oldest pending: thread {oldest['thread_id']}, paused {age:.0f}s ago")
-    if told is not None:
-        since = told["oldest_waiting_seconds"]
-        oldest_note = "" if since is None else f", the oldest for {since:.0f}s"
+    out.print(f"resumed, claimed, not finished: {len(claims)}", highlight=False)
+    if claims:
+        first = claims[0]
         out.print(
-            f"notices not yet taken by a webhook: {told['waiting']}{oldest_note}; "
-            f"dead-lettered: {told['dead_letters']}"
-        )
-    err.print(f"as of {fresh}", soft_wrap=True)
+            f"oldest claim not finished: thread {visible(first['thread_id'])}, "
+            f"{claim_words(first)} ({RETAKE_HINT})",
+            markup=False, highlight=False, soft_wrap=True,
+        )  # fmt: skip

@@ -12,15 +12,24 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from turnlog.cli.answering import (
+    DECISION_OPTIONS,
+    RETAKE_HINT,
     age_ms,
+    asked_rows,
     axes_of,
+    call_rows,
     chosen,
+    claim_of_row,
+    claim_words,
+    decision_response,
     open_pauses,
     recorded_of,
     reissued,
+    unfinished_claims,
     wait_for_outcome,
     waiting_row,
 )
@@ -41,6 +50,8 @@ from turnlog.cli.app import (
 )
 from turnlog.cli.common import caught_up, freshness, issuer, open_for_reading, verifier
 from turnlog.cli.observe import LogFormatOpt, LogLevelOpt, setup_logs
+from turnlog.contracts.asked import TABLE_CHARS
+from turnlog.contracts.visible import clip, visible
 from turnlog.errors import PauseInvalid
 
 
@@ -139,6 +150,20 @@ async def answer(
         str | None, typer.Argument(help="The pause token (or --thread instead).")
     ] = None,
     response: Annotated[str, typer.Option(help="The response, JSON.")] = "",
+    approve: Annotated[
+        bool, typer.Option("--approve", help="Approve the paused tool call as it was asked.")
+    ] = False,
+    edit: Annotated[
+        str | None,
+        typer.Option(metavar="ARGUMENTS", help="Approve the call with these arguments (JSON)."),
+    ] = None,
+    reject: Annotated[
+        str | None,
+        typer.Option(metavar="MESSAGE", help="Reject the call; the model reads MESSAGE."),
+    ] = None,
+    message: Annotated[
+        str | None, typer.Option(help="With --approve or --edit: a word for the model.")
+    ] = None,
     thread: Annotated[
         str | None,
         typer.Option(help="Answer this thread's pending pause (needs the signing key)."),
@@ -160,7 +185,12 @@ async def answer(
     """Publish an answer; a bad token, a missing axis, a response that does not fit the
     interaction's schema (or approves another call), a response nested too deeply or an answer
     over TURNLOG_MAX_ANSWER_BYTES is refused before publishing (exit 3). ``--wait`` prints the
-    outcome: resumed (exit 0) or rejected with its reason (exit 3).
+    outcome: resumed or held for the other calls of its pause (exit 0), or rejected with its
+    reason (exit 3).
+
+    An approval (``approve_tool_call``) is decided with ``--approve``, ``--edit ARGUMENTS`` or
+    ``--reject MESSAGE`` instead of ``--response``: the response is written for the call the
+    token binds, its tool and arguments' hash (``turnlog pending`` shows the call).
 
     ``--thread T`` instead of a token answers T's pending pause (``--call`` picks one of
     several): its token is signed again from the recorded pause with this deployment's signing
@@ -172,10 +202,17 @@ async def answer(
 
     if (token is None) == (thread is None):
         raise fail("answer takes a TOKEN or --thread THREAD (one of the two)", EXIT_USAGE)
-    if not response:
-        raise fail("answer needs --response JSON", EXIT_USAGE)
+    decided = sum((approve, edit is not None, reject is not None))
+    if decided > 1 or (decided and response):
+        raise fail(f"answer takes --response JSON or one of {DECISION_OPTIONS}", EXIT_USAGE)
+    if message is not None and not (approve or edit is not None):
+        raise fail("--message goes with --approve or --edit (--reject takes its own)", EXIT_USAGE)
+    if not response and not decided:
+        raise fail(
+            f"answer needs --response JSON (or, for an approval, {DECISION_OPTIONS})", EXIT_USAGE
+        )
     try:
-        json.loads(response)
+        json.loads(response or "null")
     except RecursionError:
         pass  # valid or not, too deep to read: the pre-check refuses it by name (exit 3)
     except ValueError as exc:
@@ -185,6 +222,14 @@ async def answer(
         scope, session, run = scope or axes["scope"], session or axes["session"], run or axes["run"]
         call = call or axes["call"]
     assert token is not None  # one of the two, checked above
+    if decided:
+        bound = verifier(run_state(ctx).settings).verify(token, utc_now())
+        try:
+            response = decision_response(
+                bound, approve=approve, edit=edit, reject=reject, message=message
+            )
+        except ValueError as exc:
+            raise fail(str(exc), EXIT_USAGE) from None
     publisher = AnswerPublisher(run_state(ctx).settings, verifier(run_state(ctx).settings))
     candidate = publisher.build(
         token, response, scope_hash=scope, session_id=session, run_id=run, call_id=call,
@@ -289,20 +334,40 @@ async def pending(
         except ValueError as exc:  # a cursor that is not one
             raise fail(f"--after: {exc}", EXIT_USAGE) from None
         rows = [waiting_row(p, now_ms) for p in page.items]
+        asked_rows(store, rows)
         if with_tokens:
             for row in rows:
                 recorded = recorded_of(store, row["token_id"])
                 row["token"] = None if recorded is None else reissued(settings, recorded)
+        claims = unfinished_claims(store, now_ms)
         fresh = freshness(store)
     if as_json:
-        print_json({"pending": rows, "next": page.next, "as_of": fresh})
+        print_json(
+            {
+                "pending": rows,
+                "next": page.next,
+                "claimed_not_finished": claims,
+                "as_of": fresh,
+            }
+        )
         return
-    table = Table("thread", "call", "token id", "expires in")
+    table = Table("thread", "call", "asks", "expires in")
     for row in rows:
-        table.add_row(row["thread_id"], row["call"], row["token_id"], row["expires_in"])
+        asks = escape(clip(row["asks"], TABLE_CHARS))
+        table.add_row(escape(row["thread_id"]), escape(row["call"]), asks, row["expires_in"])
     out.print(table)
     if page.next is not None:
         out.print(f"more: --after {page.next}", soft_wrap=True, highlight=False)
+    if claims and after is None:
+        out.print(
+            f"resumed, claimed, not finished ({RETAKE_HINT}):", highlight=False, soft_wrap=True
+        )
+        for claim in claims:
+            out.print(
+                f"  thread {visible(claim['thread_id'])}: {claim_words(claim)} "
+                f"(claim {claim['claim_id']})",
+                markup=False, highlight=False, soft_wrap=True,
+            )  # fmt: skip
     err.print(f"as of {fresh}", soft_wrap=True)
 
 
@@ -316,39 +381,55 @@ async def show(
 ) -> None:
     """The latest checkpoint of a thread and its history (oldest first). Exit 1 if unknown."""
     from turnlog.contracts.events import PauseRecorded
+    from turnlog.contracts.group import calls_of, group_state
     from turnlog.wire.codec import decode
 
     with open_for_reading(run_state(ctx).settings) as (store, writer):
         if writer:
             await caught_up(store, run_state(ctx).settings)
         history = [decode(raw, PauseRecorded) for raw in store.list_checkpoints(thread)]
-        spent = {p.token_id: store.ledger(p.token_id) for p in history}
+        tokens = [call.token_id for p in history for call in calls_of(p)]
+        entries = dict(zip(tokens, store.ledgers(tokens), strict=True))
         fresh = freshness(store)
+    outcomes = {t: None if e is None else str(e.outcome) for t, e in entries.items()}
     if not history:
         raise fail(f"no checkpoint recorded for thread {thread!r} (as of {fresh})", EXIT_FAILURE)
-    rows = [
-        {
-            "sequence": p.checkpoint.sequence,
-            "checkpoint_id": p.checkpoint.checkpoint_id,
-            "token_id": p.token_id,
-            "interaction": p.response_schema,
-            "messages": len(p.checkpoint.messages),
-            "state": spent[p.token_id].outcome if spent[p.token_id] else "pending",
-        }
-        for p in history
-    ]
+    rows: list[dict[str, Any]] = []
+    for p in history:
+        calls = call_rows(p, outcomes)
+        rows.append(
+            {
+                "sequence": p.checkpoint.sequence,
+                "checkpoint_id": p.checkpoint.checkpoint_id,
+                "token_id": p.token_id,
+                "interaction": p.response_schema,
+                "messages": len(p.checkpoint.messages),
+                "state": group_state([outcomes.get(c["token_id"]) for c in calls]),
+                "calls": calls,
+                # The continuation claim sits on the resumed call's row (any call's token
+                # claims the group's turn).
+                "claim": next(
+                    (c for c in (claim_of_row(entries[c["token_id"]]) for c in calls) if c), None
+                ),
+            }
+        )
     if as_json:
         print_json({"thread_id": thread, "latest": rows[-1], "history": rows, "as_of": fresh})
         return
-    table = Table("seq", "checkpoint", "interaction", "messages", "state", title=f"thread {thread}")
+    table = Table("seq", "checkpoint", "call", "asks", "state", title=f"thread {escape(thread)}")
     for row in rows:
-        table.add_row(
-            *(
-                str(row[k])
-                for k in ("sequence", "checkpoint_id", "interaction", "messages", "state")
-            )
-        )
+        for call in row["calls"]:
+            asks = clip(call["asks"], TABLE_CHARS)
+            cells = (row["sequence"], row["checkpoint_id"], call["call"], asks, call["state"])
+            table.add_row(*(escape(str(v)) for v in cells))
     out.print(table)
+    for row in rows:
+        if row["claim"] is not None:
+            out.print(
+                f"checkpoint {row['checkpoint_id']} resumed: {claim_words(row['claim'])} "
+                f"(claim {row['claim']['claim_id']})",
+                markup=False, highlight=False, soft_wrap=True,
+            )  # fmt: skip
     err.print(f"as of {fresh}", soft_wrap=True)
 
 
