@@ -128,6 +128,11 @@ class A2AContinuation:
         )
 
     @property
+    def arguments(self) -> Any:
+        """The arguments of the call the approval was asked for (``{}`` for a question)."""
+        return json.loads(self.link.arguments_json) if self.link.arguments_json else {}
+
+    @property
     def answer_text(self) -> str:
         if self.link.interaction == APPROVE_TOOL_CALL:
             return str(self.response.get("message") or self.response.get("decision") or "")
