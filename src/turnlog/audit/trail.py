@@ -18,6 +18,7 @@ from typing import Any
 
 from aiokafka import TopicPartition
 
+from turnlog.contracts.asked import asked
 from turnlog.contracts.events import (
     AnswerRejected,
     AnswerSubmitted,
@@ -26,6 +27,8 @@ from turnlog.contracts.events import (
     TokenConsumed,
     TurnResumed,
 )
+from turnlog.contracts.group import calls_of
+from turnlog.contracts.ledger import Outcome
 from turnlog.contracts.refusals import Refused
 from turnlog.errors import DecodeError
 from turnlog.kafka import clients
@@ -62,13 +65,30 @@ class TrailEntry:
         }
 
 
-def entry_of(event: object) -> TrailEntry | None:
-    """The trail's entry for one decoded record (``None``: not one the trail shows)."""
+def entries_of(event: object) -> list[TrailEntry]:
+    """The trail's entries for one decoded record: one a call for a pause (a pause of several
+    calls waits on each with its own token), at most one for any other record."""
     if isinstance(event, PauseRecorded):
         cp = event.checkpoint
-        detail = f"{event.response_schema} on call {cp.tool_call_id} of checkpoint "
-        detail += f"{cp.checkpoint_id}, open until {event.expires_at.isoformat()}"
-        return TrailEntry(event.occurred_at, "paused", event.token_id, None, detail)
+        return [
+            TrailEntry(
+                event.occurred_at,
+                "paused",
+                call.token_id,
+                None,
+                f"{asked(call.response_schema, call.request_json).text} -- call "
+                f"{call.tool_call_id or call.interrupt_id} of checkpoint {cp.checkpoint_id}, "
+                f"open until {event.expires_at.isoformat()}",
+            )
+            for call in calls_of(event)
+        ]
+    entry = entry_of(event)
+    return [] if entry is None else [entry]
+
+
+def entry_of(event: object) -> TrailEntry | None:
+    """The trail's entry for one decoded record other than a pause (``None``: not one the
+    trail shows); a pause's are :func:`entries_of`."""
     if isinstance(event, AnswerSubmitted):
         try:
             token_id = peek_claims(event.token).get("jti")
@@ -86,7 +106,11 @@ def entry_of(event: object) -> TrailEntry | None:
             event.answered_by_issuer,
         )
     if isinstance(event, TokenConsumed):
-        detail = "spent by the answer" if event.outcome == "resumed" else "spent by its expiry"
+        spent_by: dict[str, str] = {
+            Outcome.RESUMED: "spent by the answer",
+            Outcome.HELD: "spent by the answer, held until the pause's other calls are answered",
+        }
+        detail = spent_by.get(event.outcome, "spent by its expiry")
         return TrailEntry(
             event.occurred_at, "spent", event.token_id, event.answer_id or None, detail
         )
@@ -148,9 +172,7 @@ async def read_trail(
                 batch = await consumer.getmany(*left, timeout_ms=500)
                 for records in batch.values():
                     for record in records:
-                        entry = _entry(record.value, thread)
-                        if entry is not None:
-                            entries.append(entry)
+                        entries.extend(_entries(record.value, thread))
                 for tp in list(left):
                     if await consumer.position(tp) >= ends[tp]:
                         left.discard(tp)
@@ -171,18 +193,18 @@ def _answers(entries: list[TrailEntry], entry: TrailEntry, token_id: str) -> boo
     )
 
 
-def _entry(value: bytes | None, thread: str) -> TrailEntry | None:
+def _entries(value: bytes | None, thread: str) -> list[TrailEntry]:
     if value is None:
-        return None
+        return []
     try:
         event = decode(value)
     except DecodeError:
-        return None
+        return []
     if getattr(event, "thread_id", None) != thread and not (
         isinstance(event, PauseRecorded) and event.checkpoint.thread_id == thread
     ):
-        return None
-    return entry_of(event)
+        return []
+    return entries_of(event)
 
 
-__all__ = ["TrailEntry", "entry_of", "read_trail"]
+__all__ = ["TrailEntry", "entries_of", "entry_of", "read_trail"]

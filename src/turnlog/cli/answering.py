@@ -11,9 +11,10 @@ pause's, and the ledger spends it once whichever copy of the token is answered.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import typer
@@ -35,6 +36,46 @@ def human_seconds(seconds: float) -> str:
             parts.append(f"{count}{name}")
     shown = [p for p in parts[:3] if not p.startswith("0")] or ["0s"]
     return " ".join(shown)
+
+
+#: ``answer``'s ways to decide on an approval, each instead of a ``--response``.
+DECISION_OPTIONS = "--approve, --edit ARGUMENTS or --reject MESSAGE"
+
+
+def decision_response(
+    claims: Any,
+    *,
+    approve: bool,
+    edit: str | None,
+    reject: str | None,
+    message: str | None,
+) -> str:
+    """The ``approve_tool_call`` response deciding on the call the token ``claims`` bind (its
+    tool and arguments' hash), as ``approve`` / ``edit`` / ``reject`` write it -- so a person
+    approves from the command line without computing a hash. ``ValueError`` (a usage error)
+    for a token of another interaction or edited arguments that are not JSON."""
+    from turnlog.contracts.approvals import APPROVE, APPROVE_TOOL_CALL, EDIT, REJECT
+
+    if claims.interaction != APPROVE_TOOL_CALL or not claims.tool_name:
+        raise ValueError(
+            f"{DECISION_OPTIONS} decide on an {APPROVE_TOOL_CALL} pause; this one asks "
+            f"{claims.interaction}: answer it with --response JSON"
+        )
+    edited: str | None = None
+    if edit is not None:
+        try:
+            edited = json.dumps(json.loads(edit), sort_keys=True)
+        except (ValueError, RecursionError) as exc:
+            raise ValueError(f"--edit takes the arguments as JSON: {exc}") from None
+    decision = APPROVE if approve else EDIT if edit is not None else REJECT
+    response = {
+        "decision": decision,
+        "tool": claims.tool_name,
+        "arguments_hash": claims.arguments_hash,
+        "arguments_json": edited,
+        "message": reject if decision == REJECT else message,
+    }
+    return json.dumps(response, ensure_ascii=False)
 
 
 def axes_of(recorded: PauseRecorded) -> dict[str, str | None]:
@@ -96,6 +137,97 @@ def waiting_row(pause: Any, now_ms: int) -> dict[str, Any]:
         "run": pause.run,
         "call": pause.call,
     }
+
+
+def asked_rows(store: Any, rows: list[dict[str, Any]]) -> None:
+    """Add to each ``pending`` row what its pause asks (``tool``, ``arguments``, ``asks``:
+    marked and clipped), read from the stored pauses with one multi-get and no decoding of
+    their messages; of a pause of several calls, the row's own call's request."""
+    from turnlog.contracts.asked import Asked, asked
+    from turnlog.errors import DecodeError
+    from turnlog.wire.skim import read_stored
+
+    for row, stored in zip(rows, store.pause_values([r["token_id"] for r in rows]), strict=True):
+        found = Asked(row["interaction"], None, None, "")
+        if stored is not None:
+            try:
+                pause = read_stored(stored)
+            except DecodeError:
+                pause = None
+            if pause is not None:
+                request, name = pause.request_json, pause.response_schema
+                for call in pause.group:
+                    if call["token_id"] == row["token_id"]:
+                        request, name = str(call["request_json"]), str(call["response_schema"])
+                found = asked(name, request)
+        row.update(found.as_dict())
+
+
+def call_rows(pause: PauseRecorded, outcomes: dict[str, str | None]) -> list[dict[str, Any]]:
+    """Each call of ``pause`` as ``show`` prints it: its id, token, what it asks and its state
+    (``outcomes``: each call token's ledger outcome, ``None`` when unanswered)."""
+    from turnlog.contracts.asked import asked
+    from turnlog.contracts.group import call_state, calls_of, group_state
+
+    calls = calls_of(pause)
+    state = group_state([outcomes.get(c.token_id) for c in calls])
+    return [
+        {
+            "call": call.tool_call_id or call.interrupt_id,
+            "token_id": call.token_id,
+            **asked(call.response_schema, call.request_json).as_dict(),
+            "state": call_state(state, outcomes.get(call.token_id)),
+        }
+        for call in calls
+    ]
+
+
+def claim_of_row(entry: Any) -> dict[str, Any] | None:
+    """The continuation claim a ledger row (a ``LedgerEntry``) carries, as ``show``,
+    ``status`` and ``pending`` print it (``None``: nobody claimed the turn): who holds it, since
+    when, and whether its holder said done (``finished``) or not (``claimed``: running, or its
+    holder died before done -- ``continue_turn(token, retake=True)`` takes it again)."""
+    if entry is None or not entry.claim_state:
+        return None
+    at = datetime.fromtimestamp(entry.claimed_at_ms / 1000, UTC)
+    return {
+        "claim_id": entry.claim_id,
+        "claimant": entry.claimant,
+        "claimed_at": at.isoformat(timespec="seconds"),
+        "state": entry.claim_state,
+    }
+
+
+def claim_words(claim: dict[str, Any]) -> str:
+    """``claimed by X at T, not finished`` / ``continued by X at T, finished``: a claim in a
+    line (its holder's name marked as the inbox marks it)."""
+    from turnlog.contracts.ledger import ClaimState
+    from turnlog.contracts.visible import clip, visible
+
+    who = clip(visible(claim["claimant"] or "an unnamed claimant"), 120)
+    if claim["state"] == ClaimState.FINISHED:
+        return f"continued by {who} at {claim['claimed_at']}, finished"
+    return f"claimed by {who} at {claim['claimed_at']}, not finished"
+
+
+def unfinished_claims(store: Any, now_ms: int) -> list[dict[str, Any]]:
+    """The resumed turns claimed and not said done, oldest claim first, each with its thread,
+    token and claim (``age_seconds``: how long it has been held)."""
+    rows = []
+    for token_id, entry in store.unfinished_claims():
+        claim = claim_of_row(entry)
+        if claim is not None:
+            age = round(max(0, now_ms - entry.claimed_at_ms) / 1000, 1)
+            rows.append(
+                {"thread_id": entry.thread_id, "token_id": token_id, **claim, "age_seconds": age}
+            )
+    return rows
+
+
+#: What a claim left unfinished is followed by in ``pending`` and ``status``.
+RETAKE_HINT = (
+    "running, or its holder died before done: continue_turn(token, retake=True) retakes it"
+)
 
 
 def recorded_of(store: Any, token_id: str) -> PauseRecorded | None:
@@ -160,7 +292,8 @@ async def wait_for_outcome(
     data: dict[str, Any],
     as_json: bool,
 ) -> None:
-    """Print what the worker decided for the answer; a rejection exits 3, no decision 1."""
+    """Print what the worker decided for the answer: resumed, or held for the other calls of
+    its pause (both exit 0); a rejection exits 3, no decision 1."""
     from turnlog.consumers.outcomes import read_outcome
     from turnlog.kafka.topics import TopicSet
 
@@ -183,6 +316,25 @@ async def wait_for_outcome(
             print_json(data)
         else:
             out.print(f"resumed thread {turn.thread_id} — {len(turn.history)} messages")
+        return
+    if outcome.held is not None:
+        waiting = list(outcome.waiting)
+        data["outcome"] = {
+            "resumed": False,
+            "held": True,
+            "thread_id": outcome.held.thread_id,
+            "waiting": waiting,
+        }
+        if as_json:
+            print_json(data)
+        else:
+            calls = ", ".join(waiting) or "none"
+            out.print(
+                f"held for the other calls of its pause on thread {outcome.held.thread_id} — "
+                f"waiting on {calls}",
+                highlight=False,
+                soft_wrap=True,
+            )
         return
     rejected = outcome.rejected
     if rejected is None:  # an outcome is one or the other

@@ -36,7 +36,7 @@ async def trail(
         print_json({"thread_id": thread_id, "trail": [e.as_dict() for e in entries]})
         return
     if not entries:
-        out.print(f"nothing on the log for thread {thread_id}", highlight=False)
+        out.print(f"nothing on the log for thread {thread_id}", markup=False, highlight=False)
         return
     for e in entries:
         ids = " ".join(
@@ -48,4 +48,9 @@ async def trail(
             if part
         )
         stamp = e.at.strftime("%Y-%m-%dT%H:%M:%SZ")
-        out.print(f"{stamp}  {e.what:<8}  {ids}  {e.detail}", highlight=False, soft_wrap=True)
+        out.print(
+            f"{stamp}  {e.what:<8}  {ids}  {e.detail}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 from turnlog.contracts.checkpoint import TurnCheckpoint
 from turnlog.contracts.events import PauseRecorded
+from turnlog.contracts.ledger import Outcome
 from turnlog.contracts.messages import NOT_DISPATCHED, normalize_message
 from turnlog.contracts.refusals import RefusalReason, refuse
 from turnlog.contracts.rehydration import asking_round
@@ -208,6 +209,25 @@ class CallToPause:
     interaction: str | None = None
     request: Any = None
     interrupt_id: str = ""
+
+
+def group_state(outcomes: Sequence[str | None]) -> str:
+    """Where a pause stands, from each of its calls' ledger outcome (``None``: unanswered):
+    ``resumed`` once its turn resumed (the held answers were folded into it), ``expired`` when
+    a window closed on it, ``held`` while some calls are answered and others wait, else
+    ``pending``. A pause of one call is its call's outcome."""
+    for state in (Outcome.RESUMED, Outcome.EXPIRED, Outcome.HELD):
+        if state in outcomes:
+            return state.value
+    return "pending"
+
+
+def call_state(group: str, outcome: str | None) -> str:
+    """One call's state in a pause whose :func:`group_state` is ``group``: a resumed or expired
+    pause's every call is so; while it is held, each call is held or still pending."""
+    if group != Outcome.HELD:
+        return group
+    return Outcome.HELD.value if outcome == Outcome.HELD else "pending"
 
 
 def call_name(checkpoint: TurnCheckpoint, call_id: str) -> str | None:

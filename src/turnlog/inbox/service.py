@@ -309,7 +309,11 @@ class InboxService:
             sent.words = {"state": "unknown", "words": f"no outcome: {why}"}
             return sent.words
         found = task.result()
-        if found.accepted:
+        if found.held is not None:  # one call of several: the turn waits for the others
+            calls = ", ".join(found.waiting) or "the others"
+            words = f"sent: kept until the other calls of this turn are answered ({calls})"
+            sent.words = {"state": "resumed", "words": words, "decision": sent.decision}
+        elif found.accepted:
             words = NEXT_STEP[sent.decision]
             sent.words = {"state": "resumed", "words": words, "decision": sent.decision}
         else:
