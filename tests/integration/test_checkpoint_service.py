@@ -33,7 +33,7 @@ import pytest
 
 from tests.brokers import OwnBroker
 from tests.conftest import Names
-from tests.deployment import REQUEST, sample_checkpoint, with_keyring
+from tests.deployment import ANSWER, REQUEST, axes, sample_checkpoint, with_keyring
 from tests.integration.cli_support import Cli, Spawned, cli_env
 from tests.integration.test_observability import http_get
 from tests.integration.worker_support import Follower, running_worker, wait_owned
@@ -109,16 +109,23 @@ async def test_a_process_killed_in_the_crash_window_leaves_a_pause_its_owner_exp
     Cli(env)("topics", "ensure")
     died = _proc(env, "crash", "crash-1", "cp-crash")
     assert died["returncode"] == -signal.SIGKILL and died["token"] == "", died
-    # A pause written finalized beside it, on the same thread's partition: not expired.
-    async with Turnlog(settings) as tl:
-        kept = await tl.pause(sample_checkpoint("crash-1", checkpoint_id="cp-kept"))
+    # Beside it on the same thread's partition, a pause its writer finalized in time: its
+    # token comes with the finalization, and it resumes like any other.
+    cp = sample_checkpoint("crash-1", checkpoint_id="cp-kept")
+    tl = Turnlog(settings.with_(finalize_timeout_seconds=3600))
+    paused = await tl.pause(cp, request=REQUEST, finalized=False)
+    assert paused.token == ""
+    kept = await tl.checkpoints.finalize(paused)
+    assert kept.token and kept.pause.token_id == paused.pause.token_id
     dep = with_keyring(settings, Keyring.from_directory(tmp_path / "keys"))
     follower = Follower(bootstrap, TopicSet.from_settings(settings))
     await follower.start()
     try:
         # The next owner: a worker started after the crash.
-        async with running_worker(dep, tmp_path / "w", expiry_interval=0.2) as worker:
+        async with tl, running_worker(dep, tmp_path / "w", expiry_interval=0.2) as worker:
             await wait_owned([worker], settings.partitions)
+            await tl.answer(kept.token, ANSWER, **axes(cp))  # type: ignore[arg-type]
+            await follower.wait_for(lambda: follower.resumed(kept.pause.token_id), timeout=60)
             token_id = str(died["token_id"])
             expired = await follower.wait_for(lambda: follower.expired(token_id), timeout=60)
             consumed = await follower.wait_for(lambda: follower.consumed(token_id), timeout=60)
@@ -128,7 +135,7 @@ async def test_a_process_killed_in_the_crash_window_leaves_a_pause_its_owner_exp
             assert follower.resumed(token_id) == []
             assert follower.expired(kept.pause.token_id) == []
             assert worker.store.is_spent(token_id)
-            assert not worker.store.is_spent(kept.pause.token_id)
+            assert len(follower.resumed(kept.pause.token_id)) == 1  # resumed, not expired
     finally:
         await follower.stop()
 
