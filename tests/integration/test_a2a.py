@@ -33,6 +33,7 @@ from tests.conftest import Names
 from tests.integration.a2a_support import Replica, message, replica, send, text_of
 from tests.integration.cli_support import Cli
 from tests.integration.test_api import api_settings
+from turnlog import reject
 from turnlog.a2a import KafkaTaskEventStream, KafkaTaskStore, TaskLog
 from turnlog.clock import utc_now
 from turnlog.tokens import Keyring, TokenIssuer, generate_ed25519
@@ -260,3 +261,29 @@ class _Named(User):
     @property
     def user_name(self) -> str:
         return self.name
+
+
+async def test_a_pause_answered_outside_a2a_is_continued_with_that_answer_by_the_next_message(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    settings = api_settings(bootstrap, names, tmp_path)
+    ran: list[str] = []
+    async with replica(settings, ran, "replica-a") as a:
+        worker = asyncio.create_task(a.tl.run_worker())
+        task_id, context_id = await _paused_task(a)
+        # Someone rejects it in the inbox (any answering side: the pause's token and axes).
+        link = await a.door.tasks.pause_of(task_id, "alice")
+        assert link is not None
+        pause = a.tl.verifier.verify(link.token, utc_now())
+        arguments = {"service": "billing", "region": "eu"}
+        sent = await a.tl.answer(
+            link.token, reject("deploy", arguments, "not today"), scope_hash=pause.scope_hash,
+            session_id=pause.session_id, run_id=pause.run_id, call_id=pause.tool_call_id,
+        )  # fmt: skip
+        assert (await a.tl.outcome(sent.answer_id, timeout=45)).accepted
+        # The client, unaware, approves: the task continues once, with the recorded decision.
+        late = await _outcome(a, message("approve", task_id=task_id, context_id=context_id))
+        assert isinstance(late, StreamResponse), late
+        assert late.task.status.state == TaskState.TASK_STATE_REJECTED
+        assert ran == []
+        assert not worker.done()

@@ -1,33 +1,35 @@
 """examples/a2a_server.py as the issue runs it: two processes of the example are one agent, on
-the real broker, driven from outside with a2a-sdk's own client over HTTP. A task created through
-one process is read and continued through the other after the first was SIGKILLed; the deploy
-line is written once, and a retry of the continuing message gets the finished task back."""
+the real broker, driven from outside with a2a-sdk's own client over HTTP -- the calls of
+docs/snippets/a2a_client.py, which the A2A page shows. A task created through one process is
+read and continued through the other after the first was SIGKILLed; the deploy line is written
+once, and a retry of the continuing message gets the finished task back."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import ModuleType
 
 import httpx
 import pytest
-from a2a.client import ClientConfig, create_client
-from a2a.client.client import Client
-from a2a.types.a2a_pb2 import GetTaskRequest, TaskState
+from a2a.types.a2a_pb2 import TaskState
 
 from tests.conftest import Names
-from tests.integration.a2a_support import EXAMPLE, message, send, text_of
+from tests.integration.a2a_support import EXAMPLE
 from tests.integration.cli_support import Cli
 from tests.integration.test_api import api_settings
 from turnlog import Turnlog
 
 pytestmark = pytest.mark.timeout(180)
+CLIENT = EXAMPLE.parents[1] / "docs" / "snippets" / "a2a_client.py"
 
 
 def _free_port() -> int:
@@ -81,13 +83,13 @@ async def _ready(process: subprocess.Popen[str], url: str, timeout: float = 60) 
             await asyncio.sleep(0.2)
 
 
-@asynccontextmanager
-async def _client(url: str) -> AsyncIterator[Client]:
-    client = await create_client(url, ClientConfig(streaming=False))
-    try:
-        yield client
-    finally:
-        await client.close()
+def _snippet() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("a2a_client_snippet", CLIENT)
+    if spec is None or spec.loader is None:
+        raise ImportError(CLIENT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 async def test_a_task_made_through_a_killed_process_is_continued_once_through_another(
@@ -110,24 +112,29 @@ async def test_a_task_made_through_a_killed_process_is_continued_once_through_an
         worker = asyncio.create_task(tl.run_worker())
         with _server(env) as (first, first_url), _server(env) as (second, second_url):
             await asyncio.gather(_ready(first, first_url), _ready(second, second_url))
-            async with _client(first_url) as client:
-                created = (await send(client, message("deploy billing to eu"))).task
-            assert created.status.state == TaskState.TASK_STATE_INPUT_REQUIRED, created
-            assert "approve or reject" in text_of(created.status.message)
+            said = await asyncio.to_thread(
+                subprocess.run,
+                [sys.executable, str(CLIENT), first_url, "deploy billing to eu"],
+                capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+            assert said.returncode == 0, said.stderr
+            task_id, context_id, state, question = said.stdout.strip().split(" ", 3)
+            assert state == "TASK_STATE_INPUT_REQUIRED", said.stdout
+            assert question == "Deploy billing to eu? Reply approve or reject."
             pending = await asyncio.to_thread(Cli(env).json, "pending")
             assert isinstance(pending, dict)
-            assert [p["thread_id"] for p in pending["pending"]] == [created.id]
+            assert [p["thread_id"] for p in pending["pending"]] == [task_id]
 
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=10)
-            async with _client(second_url) as client:
-                seen = await client.get_task(GetTaskRequest(id=created.id))
-                assert seen.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
-                approve = message("approve", task_id=created.id, context_id=created.context_id)
-                done = (await send(client, approve)).task
-                assert done.status.state == TaskState.TASK_STATE_COMPLETED, done
-                assert text_of(done.status.message) == "deployed billing to eu"
-                again = (await send(client, approve)).task
-                assert again.status.state == TaskState.TASK_STATE_COMPLETED
+            client = _snippet()
+            seen = await client.read_task(second_url, task_id)
+            assert seen.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            ids = {"task_id": task_id, "context_id": context_id, "message_id": "m-approve"}
+            done = await client.send_text(second_url, "approve", **ids)
+            assert done.status.state == TaskState.TASK_STATE_COMPLETED, done
+            assert client.status_line(done).endswith("TASK_STATE_COMPLETED deployed billing to eu")
+            again = await client.send_text(second_url, "approve", **ids)  # a retry
+            assert again.status.state == TaskState.TASK_STATE_COMPLETED
             assert deploys.read_text() == "deployed billing to eu\n"
         assert not worker.done()

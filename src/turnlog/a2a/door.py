@@ -250,7 +250,12 @@ class A2ADoor:
     def request_handler(
         self, executor: AgentExecutor, agent_card: AgentCard, **options: Any
     ) -> DefaultRequestHandlerV2:
-        """a2a-sdk's default handler on this door's store, stream and context builder."""
+        """a2a-sdk's default handler on this door's store, stream and context builder.
+
+        ``interrupted_task_timeout`` defaults to 60 s: a task waiting on a person is on the
+        log, so a replica lets go of its in-memory copy after a minute instead of holding one
+        per paused task for as long as the person takes (a later message re-reads it)."""
+        options.setdefault("interrupted_task_timeout", 60.0)
         handler = _DoorHandler(
             _Finishing(executor),
             self.store,
