@@ -1,6 +1,6 @@
 """What any MCP client does with a gated tool: the SDK's own loop, or the rounds by hand.
 
-``tests/integration/test_mcp.py`` runs both against docs/snippets/mcp_approval.py's server.
+``tests/integration/test_mcp.py`` runs both against examples/mcp_server.py's server.
 """
 
 from __future__ import annotations

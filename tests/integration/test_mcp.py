@@ -1,6 +1,6 @@
 """turnlog.mcp on the real broker, through the MCP SDK's own client (in-memory transport).
 
-The server is docs/snippets/mcp_approval.py's (the page shows it): ``deploy`` waits for a
+The server is examples/mcp_server.py's (the page shows it): ``deploy`` waits for a
 person's approval. Each ``Turnlog`` has clients of its own, so two servers over two of them are
 two replicas as far as Kafka is concerned, sharing nothing in memory. What is checked: the
 first call pauses on the log and hands out the pause's token as ``request_state``; two
@@ -33,12 +33,12 @@ from turnlog.clock import utc_now
 from turnlog.mcp import APPROVAL_KEY, ApprovalGate, StateRefused
 from turnlog.tokens import peek_claims
 
-SNIPPETS = Path(__file__).resolve().parents[2] / "docs" / "snippets"
+ROOT = Path(__file__).resolve().parents[2]
 ARGS = {"service": "api", "region": "eu-west-1"}
 
 
-def _snippet(name: str = "mcp_approval") -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"{name}_snippet", SNIPPETS / f"{name}.py")
+def _load(path: str = "examples/mcp_server.py") -> ModuleType:
+    spec = importlib.util.spec_from_file_location(Path(path).stem, ROOT / path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -82,11 +82,11 @@ async def test_two_retries_at_once_through_two_replicas_run_the_tool_once_and_ag
 ) -> None:
     settings = api_settings(bootstrap, names, tmp_path)
     log = tmp_path / "deploy.log"
-    snippet = _snippet()
+    example = _load()
     async with Turnlog(settings) as tl, Turnlog(settings) as a, Turnlog(settings) as b:
         worker = asyncio.create_task(tl.run_worker())
-        server_a, gate_a = snippet.build_server(a, log)
-        server_b, gate_b = snippet.build_server(b, log)
+        server_a, gate_a = example.build_server(a, log)
+        server_b, gate_b = example.build_server(b, log)
         async with Client(server_a) as one, Client(server_b) as two:
             first = await _first(one)
             state = first.request_state
@@ -115,10 +115,10 @@ async def test_the_pages_client_in_band_and_by_hand(
 ) -> None:
     settings = api_settings(bootstrap, names, tmp_path)
     log = tmp_path / "deploy.log"
-    client = _snippet("mcp_client")
+    client = _load("docs/snippets/mcp_client.py")
     async with Turnlog(settings) as tl:
         worker = asyncio.create_task(tl.run_worker())
-        server, gate = _snippet().build_server(tl, log)
+        server, gate = _load().build_server(tl, log)
         # The SDK's own loop: the elicitation callback is the person, in band.
         done = await client.deploy_in_band(server)
         assert _text(done) == "deployed api to eu-west-1" and not done.is_error
@@ -137,11 +137,11 @@ async def test_two_retries_with_different_decisions_give_one_decision_to_both(
 ) -> None:
     settings = api_settings(bootstrap, names, tmp_path)
     log = tmp_path / "deploy.log"
-    snippet = _snippet()
+    example = _load()
     async with Turnlog(settings) as tl, Turnlog(settings) as other:
         worker = asyncio.create_task(tl.run_worker())
-        server_a, gate_a = snippet.build_server(tl, log)
-        server_b, gate_b = snippet.build_server(other, log)
+        server_a, gate_a = example.build_server(tl, log)
+        server_b, gate_b = example.build_server(other, log)
         async with Client(server_a) as one, Client(server_b) as two:
             state = (await _first(one)).request_state
             assert state is not None
@@ -170,7 +170,7 @@ async def test_a_state_alone_asks_again_until_the_cli_answers_then_returns_the_r
     )
     async with Turnlog(settings) as tl:
         worker = asyncio.create_task(tl.run_worker())
-        server, gate = _snippet().build_server(tl, log)
+        server, gate = _load().build_server(tl, log)
         async with Client(server) as client:
             state = (await _first(client)).request_state
             assert state is not None
@@ -202,12 +202,12 @@ async def test_tampered_foreign_and_expired_states_are_refused_by_name_and_nothi
     # Another deployment: its own keys (same issuer and audience), its own pauses.
     write_keypair(tmp_path / "other-keys", "other-kid")
     elsewhere = replace(settings, keys_dir=tmp_path / "other-keys")
-    snippet = _snippet()
+    example = _load()
     async with Turnlog(settings) as tl, Turnlog(elsewhere) as foreign:
         worker = asyncio.create_task(tl.run_worker())
-        server, gate = snippet.build_server(tl, log)
+        server, gate = example.build_server(tl, log)
         short = ApprovalGate(tl, "deployer", window=timedelta(seconds=1), poll_wait=0.2)
-        foreign_server, foreign_gate = snippet.build_server(foreign, log)
+        foreign_server, foreign_gate = example.build_server(foreign, log)
         async with Client(server) as client, Client(foreign_server) as other:
             state = (await _first(client)).request_state
             assert state is not None
