@@ -8,6 +8,11 @@ what a plain connection found and a hint that fits the address; the library rais
 ``BrokerUnavailable`` (``never_reached``). Every run here has the outage budget at 300 s, so a
 verb that still waited it out fails on its subprocess timeout, never by a sleep.
 
+A service is the exception (issue 39): ``worker`` and ``project``, and the library's
+``run_worker``, are started by a supervisor, possibly while their broker is down, and wait a
+never-reached address out under the outage budget (``TURNLOG_BROKER_TIMEOUT``, 6 s in their
+tests here), saying so in their line.
+
 A malformed address is refused before anything is tried (exit 2, naming the setting), and
 aiokafka's own lines stay off a person's terminal unless ``--log-level debug`` asks for them.
 """
@@ -45,6 +50,9 @@ OUTAGE_BUDGET = "300"
 #: Process start, the last attempt just past the budget, a loaded 2-core machine: far below the
 #: 300 s outage budget a verb would wait if it took the address for a broker in an outage.
 BOUND = CONNECT_TIMEOUT + 17.0
+#: A service's budget in its tests: the outage one, longer than the connect one it no longer has.
+SERVICE_BUDGET = 6.0
+SERVICE_BOUND = SERVICE_BUDGET + 17.0
 UNRESOLVABLE = "no-such-host.invalid:9092"
 
 
@@ -92,15 +100,21 @@ def _verb(name: str, tmp_path: Path) -> tuple[str, ...]:
 
 
 def _check_gave_up(ran: Ran, address: str, *, long_running: bool) -> str:
-    """The one error line, after the first-contact budget and well before the outage one."""
+    """The one error line, after the first-contact budget and well before the outage one (a
+    service's: after its outage budget, :data:`SERVICE_BUDGET`)."""
+    budget, bound, setting = (
+        (SERVICE_BUDGET, SERVICE_BOUND, "TURNLOG_BROKER_TIMEOUT")
+        if long_running
+        else (CONNECT_TIMEOUT, BOUND, "TURNLOG_CONNECT_TIMEOUT")
+    )
     assert ran.returncode == EXIT_BROKER, (ran.args, ran.returncode, ran.stderr)
-    assert CONNECT_TIMEOUT <= ran.seconds < BOUND, (ran.args, ran.seconds)
+    assert budget <= ran.seconds < bound, (ran.args, ran.seconds)
     assert "Traceback" not in ran.stderr and "aiokafka" not in ran.stderr, ran.stderr
     errors = [line for line in ran.lines if line.startswith("error:")]
     assert len(errors) == 1 and ran.lines[-1] == errors[0], ran.lines
     error = errors[0]
     assert error.startswith(f"error: Kafka at {address} is not reachable:"), error
-    assert "never reached in 3s (TURNLOG_CONNECT_TIMEOUT=3)" in error, error
+    assert f"never reached in {budget:.0f}s ({setting}={budget:g})" in error, error
     if address == UNRESOLVABLE:
         assert f"{address}: the name does not resolve" in error, error
         assert "check the address" in error and "turnlog broker up" not in error, error
@@ -115,17 +129,27 @@ def _check_gave_up(ran: Ran, address: str, *, long_running: bool) -> str:
         # projector its start line); nothing else.
         notices = [line for line in others if "never reached yet" in line]
         assert len(notices) == 1 and address in notices[0], others
-        assert "up to 3s (TURNLOG_CONNECT_TIMEOUT)" in notices[0], notices
+        assert f"up to {budget:g}s ({setting})" in notices[0], notices
+        assert "waits it out as an outage, not ready meanwhile" in notices[0], notices
         assert all("never reached yet" in line or line.startswith("projecting") for line in others)
     return error
 
 
-@pytest.mark.parametrize("verb", ["status", "pause", "answer", "topics", "worker", "project"])
+@pytest.mark.parametrize("verb", ["status", "pause", "answer", "topics"])
 def test_a_never_reached_address_is_exit_4_with_one_line_in_the_connect_budget(
     offline: Cli, address: str, tmp_path: Path, verb: str
 ) -> None:
     ran = offline(*_verb(verb, tmp_path), check=None, timeout=BOUND + 30)
-    _check_gave_up(ran, address, long_running=verb in ("worker", "project"))
+    _check_gave_up(ran, address, long_running=False)
+
+
+@pytest.mark.parametrize("verb", ["worker", "project"])
+def test_a_service_waits_a_never_reached_address_out_for_the_outage_budget(
+    offline: Cli, address: str, tmp_path: Path, verb: str
+) -> None:
+    service = offline.with_env(TURNLOG_BROKER_TIMEOUT=f"{SERVICE_BUDGET:g}")
+    ran = service(*_verb(verb, tmp_path), check=None, timeout=SERVICE_BOUND + 30)
+    _check_gave_up(ran, address, long_running=True)
 
 
 @pytest.mark.parametrize(
@@ -157,9 +181,10 @@ def test_a_malformed_address_is_refused_at_once_naming_the_setting(
 def test_aiokafkas_lines_are_shown_only_when_debug_asks(offline: Cli, address: str) -> None:
     # Before: --log-level info (and json) set aiokafka to WARNING, and a 30-second outage wrote
     # thousands of its ERROR lines beside turnlog's two.
-    info = offline("worker", "--log-level", "info", check=None, timeout=BOUND + 30)
+    service = offline.with_env(TURNLOG_BROKER_TIMEOUT=f"{SERVICE_BUDGET:g}")
+    info = service("worker", "--log-level", "info", check=None, timeout=SERVICE_BOUND + 30)
     _check_gave_up(info, address, long_running=True)
-    debug = offline("worker", "--log-level", "debug", check=None, timeout=BOUND + 30)
+    debug = service("worker", "--log-level", "debug", check=None, timeout=SERVICE_BOUND + 30)
     assert debug.returncode == EXIT_BROKER
     assert any(" aiokafka" in line for line in debug.lines), debug.lines[:5]
 
@@ -247,7 +272,6 @@ async def _run_worker(tl: Turnlog, tmp_path: Path) -> Any:
 CALLS: dict[str, Callable[[Turnlog, Path], Coroutine[Any, Any, Any]]] = {
     "pause": _pause,
     "answer": _answer,
-    "run_worker": _run_worker,
 }
 
 
@@ -266,3 +290,21 @@ async def test_the_librarys_first_call_is_broker_unavailable_in_the_connect_budg
     assert CONNECT_TIMEOUT <= took < BOUND, took
     assert gave_up.value.never_reached, gave_up.value
     assert address in str(gave_up.value) and "TURNLOG_CONNECT_TIMEOUT" in str(gave_up.value)
+
+
+async def test_the_librarys_worker_waits_a_never_reached_address_out_for_the_outage_budget(
+    address: str, tmp_path: Path
+) -> None:
+    """``run_worker`` is a service: the outage budget, not the first call's connect budget."""
+    settings = _settings(address, tmp_path).with_(broker_timeout_seconds=SERVICE_BUDGET)
+    tl = Turnlog(settings)
+    started = time.monotonic()
+    try:
+        with pytest.raises(BrokerUnavailable) as gave_up:
+            await asyncio.wait_for(_run_worker(tl, tmp_path), SERVICE_BOUND)
+    finally:
+        await tl.close()
+    took = time.monotonic() - started
+    assert SERVICE_BUDGET <= took < SERVICE_BOUND, took
+    assert gave_up.value.never_reached, gave_up.value
+    assert address in str(gave_up.value) and "TURNLOG_BROKER_TIMEOUT" in str(gave_up.value)
