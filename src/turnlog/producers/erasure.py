@@ -39,6 +39,7 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from turnlog.errors import DecodeError
 from turnlog.kafka import clients
+from turnlog.kafka.outage import ride_out
 from turnlog.kafka.partitioning import partition_for, split_key
 from turnlog.kafka.topics import TopicSet
 from turnlog.settings import Settings
@@ -209,16 +210,21 @@ async def erase(
     """Lower the topics' settings, ``forget`` (tombstones; returns the keys), roll the
     partition once ``segment.ms`` has passed (``again``: a tombstone written again), and check
     until nothing of the thread holds a value or ``plan.window`` has passed."""
-    lowered = await apply_plan(settings, topics, plan)
+    lowered = await ride_out(
+        lambda: apply_plan(settings, topics, plan), settings=settings, who="forget"
+    )
     loop = asyncio.get_running_loop()
     began = loop.time()
     keys = await forget()
-    # Kafka rolls on the time a record arrives: this wait is the condition itself.
-    await asyncio.sleep(plan.segment_ms / 1000 + 1)
-    await again({topic: {min(found)} for topic, found in keys.items() if found})
+    if any(keys.values()):  # a thread of no key: nothing to roll away
+        # Kafka rolls on the time a record arrives: this wait is the condition itself.
+        await asyncio.sleep(plan.segment_ms / 1000 + 1)
+        await again({topic: {min(found)} for topic, found in keys.items() if found})
     deadline = began + plan.window.total_seconds()
     while True:
-        left = await remaining(settings, topics, thread_id)
+        left = await ride_out(
+            lambda: remaining(settings, topics, thread_id), settings=settings, who="forget"
+        )
         if not any(left.values()) or loop.time() >= deadline:
             return Erased(lowered, left, loop.time() - began)
         await asyncio.sleep(min(2.0, max(0.0, deadline - loop.time())))
