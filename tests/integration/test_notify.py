@@ -472,6 +472,8 @@ async def test_a_receiver_outage_loses_no_notice_across_a_kill_and_keeps_each_pa
         second = Spawned(cli, *args)
         await asyncio.to_thread(second.wait_for_line, "Ctrl-C stops", 90)
         await asyncio.to_thread(second.wait_for_line, "is not taking notices", 30)
+        status = await asyncio.to_thread(cli, "status")
+        assert "notices not yet taken by a webhook: 4, the oldest for " in status.stdout
         # The outage itself (the scenario, not a wait for a condition): past the 7.5 s in which
         # the old default of five attempts gave a refused connection up.
         await asyncio.sleep(max(0.0, outage_began + 9 - time.time()))
