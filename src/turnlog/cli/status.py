@@ -40,6 +40,7 @@ async def status(
     from turnlog.kafka.groups import group_status
     from turnlog.kafka.outage import ride_out
     from turnlog.kafka.topics import TopicSet
+    from turnlog.notify import undelivered
 
     settings = run_state(ctx).settings
     topics = TopicSet.from_settings(settings)
@@ -48,6 +49,7 @@ async def status(
         settings=settings,
         who="status",
     )
+    notices = await undelivered.summary(settings)
     now = utc_now()
     with open_for_reading(settings) as (store, writer):
         if writer:
@@ -55,6 +57,14 @@ async def status(
         summary = pending_summary(store, now)
         claims = unfinished_claims(store, int(now.timestamp() * 1000))
         fresh = freshness(store)
+    told: dict[str, Any] | None = None
+    if notices is not None:  # a notifier ran in this deployment: what its webhooks have not taken
+        waited = None if notices.oldest is None else (now - notices.oldest).total_seconds()
+        told = {
+            "waiting": notices.waiting,
+            "oldest_waiting_seconds": None if waited is None else round(waited, 1),
+            "dead_letters": notices.dead,
+        }
     oldest: dict[str, Any] | None = None
     if summary.oldest is not None:
         paused_at = summary.oldest.paused_at
@@ -89,6 +99,7 @@ async def status(
             for m in group.members
         ],
         "as_of": fresh,
+        "notices": told,
     }
     if as_json:
         print_json(report)
@@ -115,3 +126,11 @@ async def status(
             f"{claim_words(first)} ({RETAKE_HINT})",
             markup=False, highlight=False, soft_wrap=True,
         )  # fmt: skip
+    if told is not None:
+        since = told["oldest_waiting_seconds"]
+        oldest_note = "" if since is None else f", the oldest for {since:.0f}s"
+        out.print(
+            f"notices not yet taken by a webhook: {told['waiting']}{oldest_note}; "
+            f"dead-lettered: {told['dead_letters']}"
+        )
+    err.print(f"as of {fresh}", soft_wrap=True)
