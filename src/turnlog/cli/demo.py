@@ -24,10 +24,11 @@ from rich.panel import Panel
 from rich.table import Table
 
 from turnlog.clock import utc_now
+from turnlog.consumers.continuation import AlreadyContinued, claim_request, decide
 from turnlog.consumers.resumed import ResumedTurns
 from turnlog.consumers.worker import ResumeWorker
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
-from turnlog.contracts.events import AnswerRejected, TurnResumed
+from turnlog.contracts.events import AnswerRejected, TokenConsumed, TurnResumed
 from turnlog.contracts.interactions import default_interactions
 from turnlog.contracts.refusals import Refused
 from turnlog.errors import TurnlogError
@@ -173,6 +174,24 @@ async def run_demo(base: Settings, console: Console) -> None:
                     raise DemoFailed(f"expected a TurnResumed, got {type(turn).__name__}")
                 _print_transcript(console, turn)
 
+                step("Continue", "two agent replicas continue the turn at once → one runs it")
+                claims = [
+                    claim_request(turn.thread_id, turn.token_id, action="claim", claimant=who)
+                    for who in ("agent-replica-a", "agent-replica-b")
+                ]
+                decided = await asyncio.gather(
+                    *(decide(settings, topics, publisher, c, timeout=30) for c in claims),
+                    return_exceptions=True,
+                )
+                won = [d for d in decided if isinstance(d, TokenConsumed)]
+                lost = [d for d in decided if isinstance(d, AlreadyContinued)]
+                if len(won) != 1 or len(lost) != 1:
+                    raise DemoFailed(f"expected one claim granted and one refused: {decided}")
+                console.print(f"  granted to [bold]{won[0].claimant}[/bold]: it runs the next step")
+                console.print(f"  the other is told: [red]{lost[0].refusal.reason.value}[/red] —")
+                console.print(f"  {lost[0].refusal.detail}", markup=False, highlight=False)
+                await _wait_for(rejections, 1)  # that refusal, read past before the next step's
+
                 step("Retry", "the publisher retries with the same answer id → nothing new")
                 await publisher.publish(pause.token, response, **axes, answer_id=sent.answer_id)
                 step("Again", "a second, different submission for the spent token")
@@ -205,11 +224,11 @@ async def run_demo(base: Settings, console: Console) -> None:
             worker.request_stop()
             await worker_task
         stats = worker.stats
-        if stats.resumed != 1 or stats.duplicates != 1 or stats.rejected != 2:
+        if stats.resumed != 1 or stats.duplicates != 1 or stats.rejected != 3:
             raise DemoFailed(f"unexpected worker counts: {stats}")
         console.print(
             f"  worker totals: resumed {stats.resumed}, duplicates ignored {stats.duplicates}, "
-            f"rejected {stats.rejected}"
+            f"rejected {stats.rejected} (one of them the second claim)"
         )
 
         step("Rebuild", "drop the store, replay the compacted topics, compare digests")
