@@ -29,16 +29,17 @@ try:
 except ImportError as exc:  # the optional extra is not installed
     raise ImportError("turnlog.a2a needs `pip install turnlog[a2a]` (a2a-sdk 1.3)") from exc
 
-from turnlog.a2a.door import (
+from turnlog.a2a.answers import (
     A2AContinuation,
-    A2ADoor,
-    continuation,
+    answer_id,
     owner_scope,
     refusal,
     response_from_text,
 )
+from turnlog.a2a.door import A2ADoor, continuation
 from turnlog.a2a.fold import PauseLink, TaskFold
-from turnlog.a2a.store import KafkaTaskEventStream, KafkaTaskStore, TaskLog, tasks_topic
+from turnlog.a2a.store import KafkaTaskEventStream, KafkaTaskStore
+from turnlog.a2a.tasklog import TaskLog, tasks_topic
 
 __all__ = [
     "A2AContinuation",
@@ -48,6 +49,7 @@ __all__ = [
     "PauseLink",
     "TaskFold",
     "TaskLog",
+    "answer_id",
     "continuation",
     "owner_scope",
     "refusal",
