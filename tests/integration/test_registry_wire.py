@@ -168,7 +168,7 @@ async def test_registry_records_read_by_a_stock_deserializer_and_an_old_pause_st
         (topics.resumed, "TurnResumed", 3),
         (topics.answers, "AnswerSubmitted", 2),
         (topics.pauses, "PauseRecorded", 2),
-        (topics.consumptions, "TokenConsumed", 2),
+        (topics.consumptions, "TokenConsumed", 3),  # v3: the continuation claim
     ):
         subject = subject_name(topic, name)
         assert len(_rest(schema_registry, "GET", f"/subjects/{subject}/versions")) == versions

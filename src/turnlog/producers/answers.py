@@ -250,6 +250,8 @@ class AnswerPublisher(Lifecycle):
         trace = tracing.child_of(parent) if parent is not None else tracing.start()
         # An unreadable token still has to go somewhere for the worker to refuse it by name.
         thread = answer.thread_id or "-"
+        # The framing the settings name before the first encode (the registry wire's ids).
+        await prepare_wire(self.settings, self.topics)
         partition, offset = await self._send(thread, answer.answer_id, encode(answer), trace)
         return PublishedAnswer(answer, partition, offset, str(trace))
 
@@ -257,6 +259,7 @@ class AnswerPublisher(Lifecycle):
         """Publish a continuation claim (``consumers/claiming.py``) beside the answers, keyed
         and partitioned as an answer of its thread; its partition and offset. Retried while
         the broker is unreachable, with the same key: a retry is the same request."""
+        await prepare_wire(self.settings, self.topics)
         return await self._send(
             request.thread_id, request.claim_id, encode(request), tracing.start()
         )

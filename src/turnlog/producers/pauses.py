@@ -447,6 +447,8 @@ class PauseRecorder:
         ``finalized=False`` opens the crash window: the pause is written marked unfinalized
         (:mod:`turnlog.kafka.finalization`) and no token is issued until :meth:`finalize`; a
         writer that dies first leaves a pause its owner expires, never resumes."""
+        # The framing the settings name before the first encode (the registry wire's ids).
+        await prepare_wire(self.settings, self.topics)
         pause, key, value = self.prepare(
             checkpoint, request_json=request_json, interaction=interaction, ttl=ttl
         )
@@ -466,6 +468,7 @@ class PauseRecorder:
         at this write, so its owner has read it before it ever answers)."""
         if pause.group:
             raise PauseInvalid("pause", "a pause of several calls is written finalized")
+        await prepare_wire(self.settings, self.topics)
         value, key = self._encoded(pause)
         partition, offset, trace = await self._write(pause, key, value, traceparent)
         claims = PauseClaims.for_pause(pause, pause_partition=partition, pause_offset=offset)
@@ -587,6 +590,7 @@ class PauseRecorder:
         """:meth:`prepare_calls`, written as :meth:`record` writes a pause: one record, one
         commit; then one signed token per call, in the order of the calls. Each
         :class:`RecordedPause` is its call's (its ``pause`` is that call's view)."""
+        await prepare_wire(self.settings, self.topics)
         pause, key, value = self.prepare_calls(checkpoint, calls, ttl=ttl)
         partition, offset, trace = await self._write(pause, key, value, traceparent)
         recorded = []
