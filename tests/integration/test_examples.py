@@ -125,7 +125,9 @@ def test_the_continue_step_run_twice_at_once_and_again_continues_once(
         assert line.startswith("AlreadyContinued: already_continued (step 8): the resumed turn")
         assert " was continued by " in line, line
         assert lost.stdout == ""
-        assert lost.seconds < 30, lost  # promptly: told, not left waiting for a turn
+        # Promptly: told, not left waiting (the old loop waited until the 120 s wait_for); the
+        # bound is loose as a loaded machine takes seconds to import a framework.
+        assert lost.seconds < 60, lost
     assert story.continues[2].stderr.rstrip().endswith(", finished)")
     assert len(story.side_effects) == 1, story.side_effects
 
