@@ -342,3 +342,65 @@ async def test_a_question_with_options_is_paused_and_continued_through_the_adapt
         await asyncio.gather(worker, return_exceptions=True)
     assert str(second.final_output).startswith("read: The person")
     assert "us" in str(second.final_output)
+
+
+class AsksAndDeploys(Model):
+    """Asks which region and for the deploy in one response; then reports every output."""
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        items = args[1] if len(args) > 1 else kwargs["input"]
+        outputs = [
+            f"{i['call_id']}: {i['output']}"
+            for i in (items if isinstance(items, list) else [])
+            if isinstance(i, dict) and i.get("type") == "function_call_output"
+        ]
+        if not outputs:
+            calls = [
+                ResponseFunctionToolCall(arguments=json.dumps(ARGS), call_id="call-1",
+                                         name="deploy", type="function_call"),
+                ResponseFunctionToolCall(arguments=json.dumps(QUESTION), call_id="q-1",
+                                         name="ask_user", type="function_call"),
+            ]  # fmt: skip
+            return ModelResponse(output=list(calls), usage=Usage(), response_id=None)
+        text = ResponseOutputText(text=" | ".join(outputs), type="output_text", annotations=[])
+        message = ResponseOutputMessage(
+            id="m1", content=[text], role="assistant", status="completed", type="message"
+        )
+        return ModelResponse(output=[message], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+async def test_an_approval_and_a_question_in_one_response_pause_once_and_continue_once(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """Issue 37, item 2: one pause_run for an approval and a question the model asked together
+    (the asking round in the checkpoint once -- the SDK's list already holds it), each answered
+    by a client of its own, one continue_run: the deploy runs once with its key and the model
+    reads the person's answer to the question."""
+    RAN.clear()
+    KEYS.clear()
+    keyed = make_keyed_agent()
+    agent: Agent[Any] = Agent(name="d", model=AsksAndDeploys(), tools=[*keyed.tools, ask_user])
+    first = await Runner.run(agent, "Deploy billing.", run_config=NO_TRACING)
+    settings = api_settings(bootstrap, names, tmp_path)
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        deploy_call, question = await pause_run(tl, first, thread_id="oa-mixed", scope_hash="t")
+        asked = [m for m in deploy_call.pause.checkpoint.messages if m.get("tool_calls")]
+        assert [[c["id"] for c in m["tool_calls"]] for m in asked] == [["call-1", "q-1"]]
+        async with Turnlog(settings) as one, Turnlog(settings) as another:
+            await one.answer(question.token, PICKED, **question.axes)
+            sent = await another.answer(
+                deploy_call.token, approve("deploy", ARGS), **deploy_call.axes
+            )
+            assert (await another.outcome(sent.answer_id, timeout=45)).accepted
+        second = await continue_run(tl, question.token, agent, run_config=NO_TRACING)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    assert [ARGS] == RAN
+    assert [f"{deploy_call.token_id}:call-1"] == KEYS
+    said = str(second.final_output)
+    assert "call-1: deployed billing to eu" in said
+    assert "q-1: The person" in said and "us" in said
