@@ -31,6 +31,7 @@ from tests.integration.worker_proc import Proc, common_options, spawn
 from tests.integration.worker_support import committed_events, keyed_deployment, running_worker
 from tests.kafka_helpers import eventually, wait_until_consumed
 from turnlog.contracts.events import AnswerRejected, TurnResumed
+from turnlog.kafka.groups import GroupStatus, group_status
 from turnlog.kafka.topics import admin_client, ensure_topics
 from turnlog.producers.answers import AnswerPublisher
 from turnlog.producers.pauses import PauseRecorder, RecordedPause
@@ -124,6 +125,10 @@ class _Arrivals:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
         await self._consumer.stop()
+
+
+def _offsets(status: GroupStatus) -> dict[int, str]:
+    return {p.partition: f"{p.committed}/{p.end}" for p in status.partitions}
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -230,6 +235,7 @@ async def _flow(
 
             await eventually(warm, timeout=60, interval=0.1)
             assert worker_b.owned == [] and worker_b.promotion is None
+            group_a = await group_status(dep_a.settings.connection, app, topics.answers)
 
             # Phase 2: pauses recorded and answered in A at ~50/s; A's broker SIGKILLed mid-run.
             recorder = PauseRecorder(dep_a.settings, dep_a.issuer)
@@ -270,7 +276,7 @@ async def _flow(
 
             await eventually(midway, timeout=60, interval=0.01)
             await broker_a.kill()
-            killed_ms = int(time.time() * 1000)
+            killed_ms, killed = int(time.time() * 1000), time.monotonic()
             worker_a.kill()  # the region's workers go with it
             stop_flow.set()
             await flowing
@@ -280,6 +286,8 @@ async def _flow(
 
         # Region A is gone. Nothing has promoted B: its worker still answers nothing.
         assert worker_b.owned == [] and worker_b.promotion is None
+        # What MirrorMaker's checkpoints made of the group's offsets in B (printed below).
+        group_b = await group_status(dep_b.settings.connection, app, topics.answers)
         env_b = _env(broker_b.bootstrap, dep_b, keys)
         rc, out, err, _ = _cli(
             env_b, "region", "promote", "--by", "harness", "--reason", "region A lost",
@@ -331,9 +339,11 @@ async def _flow(
 
         # The figures: mirror latency (A's ack to B's copy), the window, B's takeover.
         # Phase 1's answers went out while MirrorMaker's task was still starting: the steady
-        # state is phase 2's.
+        # state is phase 2's, up to the kill (an answer sent again to B arrives there later).
         latency = [
-            arrivals.seen[a] - t for a, t in acked.items() if a in arrivals.seen and a[:3] == "a2-"
+            arrivals.seen[a] - t
+            for a, t in acked.items()
+            if a[:3] == "a2-" and arrivals.seen.get(a, killed) < killed
         ]
         cold = Store.open(tmp_path / "cold-b")
         try:
@@ -357,7 +367,8 @@ async def _flow(
             f"{sum(take['records'].values())} records in {take['seconds']:.2f} s; a cold "
             f"restore of B read {cold_records} in {cold_seconds:.2f} s); B refused "
             f"{worker_b.stats.rejected}, duplicates {worker_b.stats.duplicates}; audit "
-            f"{audit_seconds:.1f} s"
+            f"{audit_seconds:.1f} s; the group's offsets after phase 1 in A "
+            f"{_offsets(group_a)}, translated into B by the loss {_offsets(group_b)}"
         )
 
 
