@@ -71,7 +71,12 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> type[FakeProducer]:
         return {topic: set(keys) for topic, keys in KEYS.items()}
 
     monkeypatch.setattr(clients, "AIOKafkaProducer", Fake)
+
+    async def no_notifier(settings: Settings, thread: str) -> None:
+        return None  # no notifier ran: no topic of undelivered notices
+
     monkeypatch.setattr(forget_module, "thread_keys", thread_keys)
+    monkeypatch.setattr(forget_module.undelivered, "of_thread", no_notifier)
     return Fake
 
 

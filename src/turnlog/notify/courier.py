@@ -81,6 +81,7 @@ class Courier:
             seq=self.backlog.next_seq(time.time_ns()),
             first_at=now,
             give_up_at=horizon if give_up_at is None else min(horizon, give_up_at),
+            thread_id=notice.thread_id,
         )
         if self.backlog.holds(notice.token_id) or self._is_down(now):
             await self._keep(entry)

@@ -18,6 +18,7 @@ contract another program reads.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -178,3 +179,54 @@ class Outbox:
     async def drop(self, entry: Undelivered) -> None:
         """``entry`` was delivered (or its thread forgotten): a tombstone for its key."""
         await self._write(entry.key, None)
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadNotices:
+    """A thread's notices on the topic (:func:`of_thread`)."""
+
+    #: the keys whose latest record still holds a notice of the thread (to tombstone)
+    live: frozenset[bytes]
+    #: the records holding a notice of the thread, older versions included (bytes the broker
+    #: keeps until it compacts)
+    holding: int
+    #: every key that ever held a notice of the thread (a record under each rolls its partition)
+    every: frozenset[bytes] = frozenset()
+
+
+async def of_thread(settings: Settings, thread_id: str) -> ThreadNotices | None:
+    """``thread_id``'s notices on the topic; ``None`` when the topic does not exist. Nothing
+    here is written in a transaction, so ``read_committed`` sees every record."""
+    admin = clients.admin(settings, client_id="turnlog-forget")
+    try:
+        await admin.start()
+        if topic_name(settings) not in await describe(admin, [topic_name(settings)]):
+            return None
+    finally:
+        await admin.close()
+    latest: dict[bytes, bool] = {}
+    holding = 0
+    reader = LogReader(settings, client_id="turnlog-forget-notices")
+    try:
+        await reader.start()
+        topic = topic_name(settings)
+        partitions = await reader.partitions_of(topic)
+        await reader.assign({TopicPartition(topic, p): None for p in partitions})
+
+        async def apply(records: Sequence[Record]) -> None:
+            nonlocal holding
+            for record in records:
+                if record.key is None:
+                    continue
+                found = None if record.value is None else Undelivered.decode(record.value)
+                if found is not None and found.thread_id == thread_id:
+                    latest[record.key] = True
+                    holding += 1
+                elif record.key in latest:
+                    latest[record.key] = False  # tombstoned (or overwritten) since
+
+        await reader.read_to_end(apply)
+    finally:
+        await reader.stop()
+    live = frozenset(k for k, alive in latest.items() if alive)
+    return ThreadNotices(live, holding, frozenset(latest))

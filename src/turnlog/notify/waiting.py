@@ -43,6 +43,9 @@ class Undelivered:
     state: str = WAITING
     #: the last attempt's failure (waiting), or why it was given up (dead)
     reason: str = ""
+    #: the notice's thread: ``turnlog forget`` finds the thread's notices by it (a notice's
+    #: body is content of the thread, and a dead letter keeps it)
+    thread_id: str = ""
 
     @property
     def key(self) -> bytes:
@@ -64,6 +67,7 @@ class Undelivered:
             "give_up_at": _stamp(self.give_up_at),
             "state": self.state,
             "reason": self.reason,
+            "thread_id": self.thread_id,
         }
         return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
@@ -85,6 +89,7 @@ class Undelivered:
                 give_up_at=_moment(data["give_up_at"]),
                 state=DEAD if data.get("state") == DEAD else WAITING,
                 reason=str(data.get("reason") or ""),
+                thread_id=str(data.get("thread_id") or ""),
             )
         except (ValueError, KeyError, TypeError):
             return None

@@ -41,7 +41,8 @@ from turnlog.errors import DecodeError
 from turnlog.kafka import clients
 from turnlog.kafka.outage import ride_out
 from turnlog.kafka.partitioning import partition_for, split_key
-from turnlog.kafka.topics import TopicSet
+from turnlog.kafka.topics import TopicSet, describe
+from turnlog.notify import undelivered
 from turnlog.settings import Settings
 
 #: The shortest window: the cleaner's pass (15 s by default) and a roll must fit in it.
@@ -102,6 +103,8 @@ async def apply_plan(settings: Settings, topics: TopicSet, plan: Plan) -> dict[s
     changed: dict[str, dict[str, str]] = {}
     try:
         await admin.start()
+        notices = undelivered.topic_name(settings)
+        names += list(await describe(admin, [notices]))  # when a notifier ran
         resources = [ConfigResource(ConfigResourceType.TOPIC, name) for name in names]
         alter: list[ConfigResource] = []
         for response in await admin.describe_configs(resources):
@@ -138,7 +141,18 @@ async def apply_plan(settings: Settings, topics: TopicSet, plan: Plan) -> dict[s
 
 async def remaining(settings: Settings, topics: TopicSet, thread_id: str) -> dict[str, int]:
     """How many records under ``thread_id``'s keys still hold a value, per compacted topic --
-    aborted transactions' copies included (``read_uncommitted``)."""
+    aborted transactions' copies included (``read_uncommitted``) -- and how many of the
+    notifier's records hold a notice of the thread (when a notifier ran)."""
+    found = await _remaining_compacted(settings, topics, thread_id)
+    notices = await undelivered.of_thread(settings, thread_id)
+    if notices is not None:
+        found[undelivered.topic_name(settings)] = notices.holding
+    return found
+
+
+async def _remaining_compacted(
+    settings: Settings, topics: TopicSet, thread_id: str
+) -> dict[str, int]:
     names = [topics.pauses, topics.answers, topics.consumptions]
     consumer = clients.consumer(
         settings,
@@ -216,10 +230,19 @@ async def erase(
     loop = asyncio.get_running_loop()
     began = loop.time()
     keys = await forget()
-    if any(keys.values()):  # a thread of no key: nothing to roll away
+    notifier_topic = undelivered.topic_name(settings)
+    # A record under one key of each topic rolls the thread's partition; the notifier's topic
+    # is partitioned by key, so one under each of the thread's keys there.
+    rolls = {t: {min(found)} for t, found in keys.items() if found and t != notifier_topic}
+    notices = await ride_out(
+        lambda: undelivered.of_thread(settings, thread_id), settings=settings, who="forget"
+    )
+    if notices is not None and notices.every:
+        rolls[notifier_topic] = set(notices.every)
+    if rolls:  # a thread of no key: nothing to roll away
         # Kafka rolls on the time a record arrives: this wait is the condition itself.
         await asyncio.sleep(plan.segment_ms / 1000 + 1)
-        await again({topic: {min(found)} for topic, found in keys.items() if found})
+        await again(rolls)
     deadline = began + plan.window.total_seconds()
     while True:
         left = await ride_out(

@@ -4,6 +4,9 @@ Compaction then removes the thread's records, and a store rebuilt afterwards hol
 it. The keys are found by reading the thread's partition of each compacted topic rather than from
 a local store, so forgetting works from any machine and misses no key a store never applied.
 The resumed and rejections streams are not compacted; their records age out with retention.
+The notifier's topic of undelivered notices (``<prefix>notify.undelivered``, when a notifier
+ran) holds notice bodies -- the question's summary -- so the thread's notices there get
+tombstones too.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from turnlog.kafka.outage import (
 from turnlog.kafka.partitioning import partition_for, split_key
 from turnlog.kafka.reader import LogReader, Record
 from turnlog.kafka.topics import TopicSet
+from turnlog.notify import undelivered
 from turnlog.settings import Settings
 
 
@@ -85,6 +89,13 @@ async def forget_keys(
     keys = await ride_out(
         lambda: thread_keys(settings, topics, thread_id), settings=settings, who="forget"
     )
+    # The notifier's own topic keeps notices not yet delivered, and dead letters: their bodies
+    # are the thread's content too.
+    notices = await ride_out(
+        lambda: undelivered.of_thread(settings, thread_id), settings=settings, who="forget"
+    )
+    if notices is not None:
+        keys[undelivered.topic_name(settings)] = set(notices.live)
     await write_tombstones(settings, topics, thread_id, keys)
     return keys
 
@@ -116,6 +127,7 @@ async def write_tombstones(
         open_producer, settings=settings, who="forget", timeout=wait
     )
     p = partition_for(thread_id, partitions)
+    compacted = {topics.pauses, topics.answers, topics.consumptions}
     failures: list[BaseException] = []
     deliveries: list[asyncio.Future[Any]] = []
     total = 0
@@ -124,7 +136,9 @@ async def write_tombstones(
             for key in sorted(topic_keys):
                 total += 1
                 try:
-                    deliveries.append(await producer.send(topic, None, key=key, partition=p))
+                    # The thread's partition; the notifier's topic is partitioned by key.
+                    where = p if topic in compacted else None
+                    deliveries.append(await producer.send(topic, None, key=key, partition=where))
                 except KafkaError as exc:
                     failures.append(exc)
         failures += await _undelivered(deliveries, wait)
