@@ -299,3 +299,69 @@ async def test_a_question_with_options_is_paused_and_continued_through_the_adapt
         await asyncio.gather(worker, return_exceptions=True)
     assert isinstance(second.output, str) and second.output.startswith("read: The person")
     assert "us" in second.output
+
+
+def asks_and_deploys(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """Asks which region and for the deploy in one response; then reports every result."""
+    returned = [
+        f"{part.tool_name}: {part.content}"
+        for message in messages
+        if isinstance(message, ModelRequest)
+        for part in message.parts
+        if isinstance(part, ToolReturnPart)
+    ]
+    if returned:
+        return ModelResponse(parts=[TextPart(" | ".join(returned))])
+    return ModelResponse(
+        parts=[
+            ToolCallPart("deploy", {"service": "billing", "region": "eu"}, tool_call_id="d-1"),
+            ToolCallPart("ask_user", QUESTION, tool_call_id="q-1"),
+        ]
+    )
+
+
+async def test_an_approval_and_a_question_in_one_response_pause_once_and_continue_once(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """Issue 37, item 2: one pause_run for an approval and an external ask_user call the model
+    made together (the asking round in the checkpoint once -- all_messages() already holds
+    it), each answered by a client of its own, one continue_run: the deploy runs once with its
+    key and the model reads the person's answer to the question."""
+    RAN.clear()
+    KEYS.clear()
+    agent: Agent[None, str | DeferredToolRequests] = Agent(
+        FunctionModel(asks_and_deploys), output_type=[str, DeferredToolRequests]
+    )
+
+    @agent.tool(requires_approval=True)
+    def deploy(ctx: RunContext[None], service: str, region: str) -> str:
+        RAN.append({"service": service, "region": region})
+        KEYS.append((ctx.tool_call_metadata or {}).get("idempotency_key"))
+        return f"deployed {service} to {region}"
+
+    @agent.tool_plain
+    def ask_user(questions: list[dict[str, Any]]) -> str:
+        raise CallDeferred
+
+    first = await agent.run("Deploy billing.")
+    settings = api_settings(bootstrap, names, tmp_path)
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        deploy_call, question = await pause_run(tl, first, thread_id="pa-mixed", scope_hash="t")
+        asked = [m for m in deploy_call.pause.checkpoint.messages if m.get("tool_calls")]
+        assert [[c["id"] for c in m["tool_calls"]] for m in asked] == [["d-1", "q-1"]]
+        async with Turnlog(settings) as one, Turnlog(settings) as another:
+            await one.answer(question.token, PICKED, **question.axes)
+            arguments = {"service": "billing", "region": "eu"}
+            sent = await another.answer(
+                deploy_call.token, approve("deploy", arguments), **deploy_call.axes
+            )
+            assert (await another.outcome(sent.answer_id, timeout=45)).accepted
+        second = await continue_run(tl, question.token, agent)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    assert RAN == [{"service": "billing", "region": "eu"}]
+    assert [f"{deploy_call.token_id}:d-1"] == KEYS
+    said = str(second.output)
+    assert "deploy: deployed billing to eu" in said
+    assert "ask_user: The person" in said and "us" in said
