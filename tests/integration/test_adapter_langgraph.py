@@ -512,3 +512,58 @@ async def test_a_question_with_options_is_paused_and_continued_through_the_adapt
         await asyncio.gather(worker, return_exceptions=True)
     assert continued["region"] == "us"
     assert interrupts_of(continued) == []
+
+
+async def test_a_question_and_an_approval_in_parallel_nodes_pause_once_and_continue_once(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """Issue 37, item 2: two parallel nodes, one asking a question with options, one asking to
+    approve the deploy -- one pause_run (each interaction read from its payload), answered by
+    two clients, one continue_run with the question's token: the deploy runs once, with its
+    key, and the join once."""
+    DEPLOYED.clear()
+    KEYS.clear()
+
+    def ask(state: Parallel) -> Parallel:
+        answer = interrupt(REGION)
+        return {"answers": [f"region={answer['answers'][0]['selections'][0]}"]}
+
+    def approve_deploy(state: Parallel) -> Parallel:
+        request = approval_request("deploy", ARGS)
+        decision = interrupt(request)
+        run = approved_call(decision, request)
+        if run is not None:
+            DEPLOYED.append(run["arguments"])
+            KEYS.append(idempotency_key(decision))
+        return {"answers": [f"deploy={'ran' if run else 'not run'}"]}
+
+    builder = StateGraph(Parallel)
+    builder.add_node("ask", ask)
+    builder.add_node("approve", approve_deploy)
+    builder.add_node("join", lambda state: {"answers": ["joined"]})
+    builder.add_edge(START, "ask")
+    builder.add_edge(START, "approve")
+    builder.add_edge(["ask", "approve"], "join")
+    builder.add_edge("join", END)
+    graph = builder.compile(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "lg-mixed"}}
+    settings = api_settings(bootstrap, names, tmp_path)
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        result = await graph.ainvoke({"answers": []}, config)
+        calls = await pause_run(tl, result, config, scope_hash="t")
+        by_name = {c.pause.checkpoint.name: c for c in calls}  # read from each payload
+        assert sorted(by_name) == sorted([APPROVE_TOOL_CALL, "ask_user"])
+        question, deploy_call = by_name["ask_user"], by_name[APPROVE_TOOL_CALL]
+        async with Turnlog(settings) as one, Turnlog(settings) as another:
+            await one.answer(question.token, PICKED, **question.axes)
+            sent = await another.answer(
+                deploy_call.token, approve("deploy", ARGS), **deploy_call.axes
+            )
+            assert (await another.outcome(sent.answer_id, timeout=45)).accepted
+        continued = await continue_run(tl, question.token, graph)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    assert sorted(continued["answers"]) == ["deploy=ran", "joined", "region=us"]
+    assert [ARGS] == DEPLOYED
+    assert [f"{deploy_call.token_id}:{deploy_call.pause.checkpoint.tool_call_id}"] == KEYS
