@@ -125,20 +125,22 @@ async def test_the_checkpoint_service_runs_on_kafka_and_the_store(
         await service.ensure_ready()  # idempotent
         assert service.ready
         assert await service.latest("api-history") is None
-        await tl.pause(second, request=REQUEST)  # written out of order on purpose
+        # Written against their sequences on purpose: the log's order is the history's order,
+        # the sequence the caller's own field (issue 39).
+        await tl.pause(second, request=REQUEST)
         await tl.pause(first, request=REQUEST)
         latest = await service.latest("api-history")
         history = await service.list_checkpoints("api-history")
         boundary = service.latest_safe_boundary("api-history")
         await service.flush()
         assert service.flush_failures == ()
-    assert latest is not None and latest.checkpoint_id == "cp-2"
-    assert [c.checkpoint_id for c in history] == ["cp-1", "cp-2"]  # oldest first
+    assert latest is not None and latest.checkpoint_id == "cp-1"  # the last written
+    assert [c.checkpoint_id for c in history] == ["cp-2", "cp-1"]  # oldest first
     assert boundary is not None and boundary.checkpoint_id == "cp-2" and boundary.sequence == 2
 
     # Another process (a new object, a new store) reads the same history from the topic.
     other = dataclasses.replace(settings, state_dir=tmp_path / "other-state")
     async with Turnlog(other) as again:
         seen = await again.checkpoints.list_checkpoints("api-history")
-    assert [c.checkpoint_id for c in seen] == ["cp-1", "cp-2"]
-    assert seen[1] == second
+    assert [c.checkpoint_id for c in seen] == ["cp-2", "cp-1"]
+    assert seen[0] == second and seen[0].sequence == 2
