@@ -241,6 +241,7 @@ def test_every_metric_the_pages_name_is_exposed() -> None:
         resumed_turns_metrics,
         worker_metrics,
     )
+    from turnlog.region.metrics import region_metrics
 
     registry = CollectorRegistry()
     notify_metrics(registry)
@@ -248,6 +249,7 @@ def test_every_metric_the_pages_name_is_exposed() -> None:
     projector_metrics(registry)
     resumed_turns_metrics(registry)
     audit_metrics(registry)
+    region_metrics(registry)
     suffixes = {"counter": ("_total",), "histogram": ("", "_bucket", "_count", "_sum")}
     exposed = {family.name + suffix for family in registry.collect()
                for suffix in suffixes.get(family.type, ("",))}  # fmt: skip
