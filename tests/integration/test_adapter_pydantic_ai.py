@@ -6,6 +6,9 @@ alone -- with the approved, edited or rejected call."""
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,7 @@ from turnlog.adapters.pydantic_ai import (
     resume_arguments,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 RAN: list[dict[str, str]] = []
 
 
@@ -365,3 +369,51 @@ async def test_an_approval_and_a_question_in_one_response_pause_once_and_continu
     said = str(second.output)
     assert "deploy: deployed billing to eu" in said
     assert "ask_user: The person" in said and "us" in said
+
+
+async def test_a_continue_step_sigkilled_after_its_claim_is_retaken_explicitly_with_its_key(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """A real crash: a process claims the turn, runs the deploy and is SIGKILLed before done.
+    The next continue_run is refused, naming the dead process, its claim not finished; only
+    retake=True continues, and the deploy gets the key the dead process's deploy got."""
+    RAN.clear()
+    KEYS.clear()
+    settings = api_settings(bootstrap, names, tmp_path)
+    ran = tmp_path / "deploy-keys"
+    env = {
+        **os.environ,
+        "TURNLOG_BOOTSTRAP_SERVERS": bootstrap,
+        "TURNLOG_TOPIC_PREFIX": names.prefix,
+        "TURNLOG_APPLICATION_ID": names.app,
+        "TURNLOG_STATE_DIR": str(tmp_path / "child-state"),
+        "TURNLOG_KEYS_DIR": str(tmp_path / "keys"),
+        "TURNLOG_PARTITIONS": "2",
+    }
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        paused, agent = await paused_and_approved(tl, "pa-sigkill")
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tests.integration.crashing_continue", paused.token, str(ran),
+            env=env, cwd=ROOT,
+        )  # fmt: skip
+        try:
+            deadline = time.monotonic() + 60
+            while not (ran.exists() and ran.read_text().endswith("\n")):
+                assert child.returncode is None, "the continue step ended before its deploy"
+                assert time.monotonic() < deadline, "no deploy within 60 s"
+                await asyncio.sleep(0.05)
+        finally:
+            if child.returncode is None:
+                child.kill()
+            await child.wait()
+        with pytest.raises(AlreadyContinued) as held:
+            await continue_run(tl, paused.token, agent)
+        assert not held.value.finished
+        assert held.value.claimant.endswith(f":{child.pid}")
+        retaken = await continue_run(tl, paused.token, agent, retake=True)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    assert "deployed" in str(retaken.output)
+    (dead_key,) = ran.read_text().splitlines()
+    assert [dead_key] == KEYS  # the retake's deploy got the same key: the API dedupes it
