@@ -202,7 +202,8 @@ async def test_pause_is_visible_in_a_projector_in_another_process(
         ) as child,
     ):
         await child.until(lambda e: e["event"] == "started")
-        # Arrival order 1, 3, 2: the store orders by sequence, not by arrival.
+        # Written with sequences 1, 3, 2: the store keeps the log's order, not the sequence's
+        # (a caller's own field, issue 39).
         recorded: dict[int, RecordedPause] = {}
         for seq in (1, 3, 2):
             cp = sample_checkpoint("thread-a", checkpoint_id=f"cp-{seq}", sequence=seq)
@@ -220,16 +221,17 @@ async def test_pause_is_visible_in_a_projector_in_another_process(
 
             await eventually(projected, timeout=30)
             latest = decode_pause(reader.latest("thread-a"))
-            assert latest.checkpoint.sequence == 3
-            assert latest.token_id == recorded[3].token_id
-            assert sequences(reader, "thread-a") == [1, 2, 3]
+            assert latest.checkpoint.sequence == 2  # the last written
+            assert latest.token_id == recorded[2].token_id
+            assert sequences(reader, "thread-a") == [1, 3, 2]
             assert [
                 decode_pause(v).checkpoint.checkpoint_id
                 for v in reader.list_checkpoints("thread-a")
-            ] == ["cp-1", "cp-2", "cp-3"]
+            ] == ["cp-1", "cp-3", "cp-2"]
             assert decode_pause(reader.latest("thread-b")).token_id == other.token_id
             found = reader.pause_for_token(recorded[1].token_id)
-            assert found is not None and (found.thread_id, found.sequence) == ("thread-a", 1)
+            assert found is not None and found.thread_id == "thread-a"
+            assert found.order == recorded[1].offset  # its place: the offset it was written at
             assert reader.latest("thread-c") is None
             assert reader.list_checkpoints("thread-c") == []
 
