@@ -376,12 +376,15 @@ class Turnlog:
     async def outcome(
         self, answer_id: str, *, thread_id: str | None = None, timeout: float = 30.0
     ) -> AnswerOutcome:
-        """Wait until the worker has decided ``answer_id``: resumed, or rejected with its reason.
+        """Wait until the worker has decided ``answer_id``: resumed, rejected with its reason, or
+        -- an answer to one call of a pause of several -- held (``.held``, with the calls still
+        waiting in ``.waiting``) until the last call is answered; asked again after that, the
+        group's resumed turn. ``.accepted`` is true for resumed and held: the answer was taken.
 
-        Reads the resumed and rejections topics (``read_committed``) from their beginning --
-        only the thread's partition when the thread is known (an answer this object published,
-        or ``thread_id``). Raises :class:`TimeoutError` after ``timeout`` seconds (no worker
-        running, or the answer not yet handled)::
+        Reads the resumed, rejections and consumptions topics (``read_committed``) from their
+        start -- only the thread's partition when the thread is known (an answer this object
+        published, or ``thread_id``). Raises :class:`TimeoutError` after ``timeout`` seconds
+        (no worker running, or the answer not yet handled)::
 
             result = await tl.outcome(sent.answer_id, timeout=30)
             if not result.accepted:

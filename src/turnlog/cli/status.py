@@ -84,6 +84,7 @@ async def status(
         ],
         "answered_not_resumed": group.lag,
         "pending": summary.count,
+        "unfinalized": summary.unfinalized,
         "oldest_pending": oldest,
         # Resumed turns whose continuation was claimed and never said done: running, or left
         # by a holder that died (retaken only explicitly); the oldest first.
@@ -115,6 +116,10 @@ async def status(
     out.print(f"group {group.group} ({group.state}), {len(group.members)} member(s)")
     out.print(f"answered, not yet resumed: {group.lag}")
     out.print(f"pending (waiting for a person): {summary.count}")
+    if summary.unfinalized:
+        out.print(
+            f"of which unfinalized (the crash window, no token out yet): {summary.unfinalized}"
+        )
     if oldest is not None:
         age = oldest["age_seconds"]
         out.print(f"oldest pending: thread {oldest['thread_id']}, paused {age:.0f}s ago")

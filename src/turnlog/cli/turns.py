@@ -335,6 +335,12 @@ async def pending(
             raise fail(f"--after: {exc}", EXIT_USAGE) from None
         rows = [waiting_row(p, now_ms) for p in page.items]
         asked_rows(store, rows)
+        left = {p.token_id for p in store.unfinalized() if not p.spent}
+        for row in rows:
+            row["unfinalized"] = row["token_id"] in left
+        unfinalized = sum(
+            1 for p in store.unfinalized() if not p.spent and p.expires_at_ms > now_ms
+        )
         if with_tokens:
             for row in rows:
                 recorded = recorded_of(store, row["token_id"])
@@ -346,6 +352,7 @@ async def pending(
             {
                 "pending": rows,
                 "next": page.next,
+                "unfinalized": unfinalized,
                 "claimed_not_finished": claims,
                 "as_of": fresh,
             }
@@ -353,8 +360,9 @@ async def pending(
         return
     table = Table("thread", "call", "asks", "expires in")
     for row in rows:
+        mark = " (unfinalized)" if row["unfinalized"] else ""
         asks = escape(clip(row["asks"], TABLE_CHARS))
-        table.add_row(escape(row["thread_id"]), escape(row["call"]), asks, row["expires_in"])
+        table.add_row(escape(row["thread_id"]), escape(row["call"]) + mark, asks, row["expires_in"])
     out.print(table)
     if page.next is not None:
         out.print(f"more: --after {page.next}", soft_wrap=True, highlight=False)
@@ -368,6 +376,12 @@ async def pending(
                 f"(claim {claim['claim_id']})",
                 markup=False, highlight=False, soft_wrap=True,
             )  # fmt: skip
+    if unfinalized:
+        err.print(
+            f"{unfinalized} of the pending pauses written unfinalized (the crash window): no "
+            "token is out for them until their writer finalizes them",
+            soft_wrap=True,
+        )
     err.print(f"as of {fresh}", soft_wrap=True)
 
 
@@ -448,9 +462,11 @@ async def tail(
 ) -> None:
     """Print records of the resumed or rejections stream (read_committed)."""
     setup_logs(ctx, log_level, log_format)
+    from turnlog.cli.tailing import follow
     from turnlog.errors import DecodeError
     from turnlog.kafka import clients
     from turnlog.kafka.outage import ride_out
+    from turnlog.kafka.reader import close_consumer
     from turnlog.kafka.topics import TopicSet
     from turnlog.wire.codec import decode
     from turnlog.wire.records import to_record
@@ -476,28 +492,31 @@ async def tail(
             raise
         return consumer
 
-    consumer = await ride_out(started, settings=run_state(ctx).settings, who="tail")
-    seen = 0
+    def show(record: Any) -> None:
+        try:
+            event = decode(record.value)
+        except DecodeError as exc:
+            err.print(f"[yellow]{record.partition}@{record.offset}: {exc}[/yellow]")
+            return
+        data = {"type": type(event).__name__, **to_record(event)}
+        if as_json:  # JSON Lines: one compact object a line, for jq and pipes
+            print_json_line(data)
+        else:
+            _print_event(data)
+
+    settings = run_state(ctx).settings
+    consumer = await ride_out(started, settings=settings, who="tail")
     try:
-        while max_records is None or seen < max_records:
-            batch = await consumer.getmany(timeout_ms=int((idle or 3600) * 1000), max_records=1)
-            if not batch:
-                break
-            for records in batch.values():
-                for record in records:
-                    seen += 1
-                    try:
-                        event = decode(record.value)
-                    except DecodeError as exc:
-                        err.print(f"[yellow]{record.partition}@{record.offset}: {exc}[/yellow]")
-                        continue
-                    data = {"type": type(event).__name__, **to_record(event)}
-                    if as_json:  # JSON Lines: one compact object a line, for jq and pipes
-                        print_json_line(data)
-                    else:
-                        _print_event(data)
+        await follow(
+            consumer,
+            bootstrap=settings.connection.bootstrap_servers,
+            budget_seconds=settings.broker_timeout_seconds,
+            idle_seconds=3600 if idle is None else idle,
+            max_records=max_records,
+            show=show,
+        )
     finally:
-        await consumer.stop()
+        await close_consumer(consumer)
 
 
 def _print_event(data: dict[str, Any]) -> None:
