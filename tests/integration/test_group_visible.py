@@ -83,6 +83,13 @@ async def test_a_group_answered_call_by_call_from_the_cli_is_held_then_resumed_a
         table = cli.with_env(COLUMNS="200")("pending").stdout  # one line a call
         assert 'approve search {"q": "billing⟨U+202E⟩"}' in table and "\u202e" not in table
 
+        # --approve decides approvals only, and instead of --response: one line each, exit 2.
+        refused = cli("answer", "--thread", THREAD, "--call", "call-1", "--approve", check=2)
+        assert "this one asks ask_user: answer it with --response JSON" in refused.stderr
+        twice = cli("answer", "--thread", THREAD, "--approve", "--response", "{}", check=2)
+        assert "answer takes --response JSON or one of --approve" in twice.stderr
+        assert len(refused.lines) == len(twice.lines) == 1
+
         # The question first: held, waiting on call-2.
         held = await _run(
             cli, "answer", "--thread", THREAD, "--call", "call-1", "--response",
