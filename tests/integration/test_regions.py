@@ -16,7 +16,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +28,16 @@ from tests.deployment import ANSWER, Deployment, axes, with_keyring
 from tests.integration.chaos_support import record_pauses
 from tests.integration.region_support import Mirror
 from tests.integration.worker_proc import Proc, common_options, spawn
-from tests.integration.worker_support import committed_events, keyed_deployment, running_worker
+from tests.integration.worker_support import (
+    committed_events,
+    keyed_deployment,
+    run_task,
+    running_worker,
+)
 from tests.kafka_helpers import eventually, wait_until_consumed
+from turnlog.audit.region_scan import audit_regions
 from turnlog.contracts.events import AnswerRejected, TurnResumed
+from turnlog.errors import TopicMismatch
 from turnlog.kafka.groups import GroupStatus, group_status
 from turnlog.kafka.topics import admin_client, ensure_topics
 from turnlog.producers.answers import AnswerPublisher
@@ -315,6 +322,10 @@ async def _flow(
             if not any(a.endswith(t) for a in tried)
         ]  # fmt: skip
         replays = first[:20]
+        # Five pauses A recorded and mirrored, left for region A once it is back (failback).
+        kept = [p for p in first[60:] if p in unanswered][:5]
+        assert len(kept) == 5
+        unanswered = [p for p in unanswered if p not in kept]
         async with AnswerPublisher(dep_b.settings, dep_b.verifier) as pub_b:
             sends = [(tried[a], a) for a in resent]
             sends += [(p, f"b-{p.pause.token_id}") for p in unanswered]
@@ -370,6 +381,120 @@ async def _flow(
             f"{audit_seconds:.1f} s; the group's offsets after phase 1 in A "
             f"{_offsets(group_a)}, translated into B by the loss {_offsets(group_b)}"
         )
+
+        # Failback: A rebuilt from B, then promoted again.
+        async def stop_b() -> None:
+            worker_b.request_stop()
+            await run_task(worker_b)
+
+        await _failback(dep_a, dep_b, keys, tmp_path, broker_a, broker_b, stop_b, kept, replays)
+
+
+async def _failback(
+    dep_a: Deployment,
+    dep_b: Deployment,
+    keys: Path,
+    tmp_path: Path,
+    broker_a: OwnBroker,
+    broker_b: OwnBroker,
+    stop_b: Callable[[], Awaitable[None]],
+    kept: list[RecordedPause],
+    resumed: list[RecordedPause],
+) -> None:
+    """docs/operations/regions.md's failback: A's topics deleted and made again, B mirrored
+    into A, A's passive worker promoted once B's stopped; nothing resumed again in A."""
+    app, topics = dep_a.settings.application_id, dep_a.topics
+    names = [spec.name for spec in topics.specs()]
+    admin = admin_client(dep_a.settings)
+    await admin.start()
+    try:
+        await admin.delete_topics(names)
+
+        async def deleted() -> bool:
+            return not set(names) & set(await admin.list_topics())
+
+        await eventually(deleted, timeout=60, interval=0.2)
+
+        async def made() -> bool:
+            try:
+                await ensure_topics(admin, topics)
+            except TopicMismatch:  # "marked for deletion" a moment longer
+                return False
+            return True
+
+        await eventually(made, timeout=60, interval=0.5)
+    finally:
+        await admin.close()
+    back = Mirror(
+        tmp_path / "mirror-back",
+        broker_b.bootstrap,
+        broker_a.bootstrap,
+        dep_a.settings.topic_prefix,
+        app,
+    )
+    try:
+        await back.start()
+        async with running_worker(dep_a, tmp_path / "state-a-again", passive=True) as worker_a:
+
+            async def caught_up() -> bool:
+                lags = await mirror_lag(
+                    dep_b.settings.connection, dep_a.settings.connection, topics
+                )
+                return worst(lags)[0] == 0
+
+            await eventually(caught_up, timeout=120, interval=0.5)
+            await stop_b()
+            await eventually(caught_up, timeout=60, interval=0.5)
+            await back.kill()
+            assert worker_a.owned == [] and worker_a.promotion is None
+            env_a = _env(broker_a.bootstrap, dep_a, keys)
+            promote = (
+                "region",
+                "promote",
+                "--by",
+                "harness",
+                "--region",
+                "A",
+                "--source",
+                broker_b.bootstrap,
+            )
+            rc, _, err, _ = _cli(env_a, *promote)
+            assert rc == 1 and "still answers" in err  # B's brokers are up: said, not done
+            rc, out, err, _ = _cli(env_a, *promote, "--force")
+            assert rc == 0 and out.startswith("region A promoted by harness"), err
+
+            async def ready() -> bool:
+                return worker_a.ready and sorted(worker_a.owned) == list(range(PARTITIONS))
+
+            await eventually(ready, timeout=90, interval=0.05)
+            async with AnswerPublisher(dep_a.settings, dep_a.verifier) as pub:
+                sends = [(p, f"back-{p.pause.token_id}") for p in kept + resumed]
+                assert all(await asyncio.gather(*(_publish(pub, p, a, 30) for p, a in sends)))
+            await wait_until_consumed(broker_a.bootstrap, app, topics.answers, timeout=120)
+    finally:
+        with contextlib.suppress(BrokerControlError):
+            await back.kill()
+    resumes = [
+        e
+        for e in await committed_events(broker_a.bootstrap, topics.resumed)
+        if isinstance(e, TurnResumed)
+    ]
+    refusals = {
+        e.answer_id: e.reason
+        for e in await committed_events(broker_a.bootstrap, topics.rejections)
+        if isinstance(e, AnswerRejected)
+    }
+    by_token: dict[str, list[str]] = {}
+    for e in resumes:
+        by_token.setdefault(e.token_id, []).append(e.answer_id)
+    for p in kept:  # answered for the first time, in A again: resumed once
+        assert by_token.get(p.pause.token_id) == [f"back-{p.pause.token_id}"]
+    for p in resumed:  # resumed before the failover, in A: refused as spent, not resumed again
+        assert refusals.get(f"back-{p.pause.token_id}") == "already_consumed"
+        assert f"back-{p.pause.token_id}" not in by_token.get(p.pause.token_id, [])
+    # Everything B held is in the rebuilt A: nothing lost or doubled on the way back.
+    report = await audit_regions(dep_b.settings.connection, dep_a.settings.connection, topics)
+    assert report.clean and report.window is None, report.summary()
 
 
 async def _judge(
