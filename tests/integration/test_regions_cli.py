@@ -95,3 +95,32 @@ async def test_a_passive_worker_answers_nothing_until_the_promotion(
 
         await eventually(owns_all, timeout=60, interval=0.05)
         assert worker.promotion is not None and worker.promotion.by == "carol"
+
+
+async def test_lag_and_audit_of_a_region_against_itself_find_nothing_behind(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    dep, _ = keyed_deployment(bootstrap, names.prefix, names.app, tmp_path, partitions=2)
+    admin = admin_client(dep.settings)
+    await admin.start()
+    try:
+        await ensure_topics(admin, dep.topics)
+    finally:
+        await admin.close()
+    producer = clients.producer(bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(dep.topics.resumed, b"x", key=b"k", partition=1)
+    finally:
+        await producer.stop()
+    cli = _cli(bootstrap, names, tmp_path)
+    lag = await asyncio.to_thread(cli, "region", "lag", "--source", bootstrap)
+    assert lag.stdout.splitlines()[-1] == "behind: 0 records; lag 0.000 s"
+    assert f"{names.prefix}resumed" in lag.stdout
+    data = await asyncio.to_thread(cli.json, "region", "lag", "--source", bootstrap)
+    assert isinstance(data, dict) and data["behind"] == 0
+    assert len(data["partitions"]) == 5 * 2
+    audit = await asyncio.to_thread(cli, "region", "audit", "--source", bootstrap)
+    first, window = audit.stdout.splitlines()[:2]
+    assert first.startswith(f"region {bootstrap} after {bootstrap}: nothing lost or doubled; ")
+    assert window == f"window: empty (every record of {bootstrap} is in {bootstrap})"
