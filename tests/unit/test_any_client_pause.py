@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from turnlog.contracts.claims import PauseClaims
@@ -104,6 +104,7 @@ _JSON = st.recursive(
 )
 
 
+@settings(deadline=None)  # a loaded machine is no failure of the hash
 @given(_JSON)
 def test_the_canonical_form_the_page_spells_out_hashes_as_turnlog_does(value: object) -> None:
     spaced = json.dumps(value, indent=1, ensure_ascii=True)  # however the text was written
