@@ -206,7 +206,7 @@ async def test_tampered_foreign_and_expired_states_are_refused_by_name_and_nothi
     async with Turnlog(settings) as tl, Turnlog(elsewhere) as foreign:
         worker = asyncio.create_task(tl.run_worker())
         server, gate = example.build_server(tl, log)
-        short = ApprovalGate(tl, "deployer", window=timedelta(seconds=1), poll_wait=0.2)
+        short = ApprovalGate(tl, "deployer", window=timedelta(seconds=1))
         foreign_server, foreign_gate = example.build_server(foreign, log)
         async with Client(server) as client, Client(foreign_server) as other:
             state = (await _first(client)).request_state
@@ -235,11 +235,20 @@ async def test_tampered_foreign_and_expired_states_are_refused_by_name_and_nothi
             )  # fmt: skip
             assert isinstance(not_ours, InputRequiredResult) and not_ours.request_state
             assert await _refused(client, not_ours.request_state) == "state_principal_mismatch"
-            # Its window closes unanswered: a state alone, or an answer, is refused by name.
-            expires = peek_claims(not_ours.request_state)["exp"]
+            # Its window closes unanswered. Inside the clock leeway an answer passes the check
+            # before Kafka, and the worker refuses it (the pause expired); past the leeway, a
+            # state alone or an answer is refused at once. The condition is the clock itself.
+            expires = float(peek_claims(not_ours.request_state)["exp"])
+            await asyncio.sleep(max(0.0, expires + 1.5 - utc_now().timestamp()))
+            with pytest.raises(StateRefused) as late:
+                await short.call(
+                    "deploy", ARGS, run=_never, request_state=not_ours.request_state,
+                    input_responses=_approve(), principal="someone",
+                )  # fmt: skip
+            assert late.value.reason == "pause_expired", late.value
             leeway = timedelta(seconds=settings.token_leeway_seconds)
-            closes = float(expires) + leeway.total_seconds() + 1 - utc_now().timestamp()
-            await asyncio.sleep(max(0.0, closes))  # the condition is the clock itself
+            closes = expires + leeway.total_seconds() + 1 - utc_now().timestamp()
+            await asyncio.sleep(max(0.0, closes))
             for responses in (None, _approve()):
                 with pytest.raises(StateRefused) as expired:
                     await short.call(
@@ -270,7 +279,7 @@ async def test_in_url_mode_the_person_decides_on_the_inbox_page_and_retries_look
 
     async with Turnlog(settings) as tl:
         worker = asyncio.create_task(tl.run_worker())
-        gate = ApprovalGate(tl, "deployer", inbox_url="https://inbox.example/", poll_wait=0.5)
+        gate = ApprovalGate(tl, "deployer", inbox_url="https://inbox.example/")
         rounds = {"run": deploy, "principal": None}
         first = await gate.call("deploy", ARGS, request_state=None, input_responses=None, **rounds)
         assert isinstance(first, InputRequiredResult) and first.request_state is not None
@@ -287,11 +296,12 @@ async def test_in_url_mode_the_person_decides_on_the_inbox_page_and_retries_look
         assert isinstance(again, InputRequiredResult) and ran == []
         # The inbox answers (as its POST does: the pause's token and axes).
         claims = peek_claims(state)
-        await tl.answer(
+        sent = await tl.answer(
             state, approve("deploy", ARGS), scope_hash=claims["scope_hash"],
             session_id=claims["session_id"], run_id=claims["run_id"],
             call_id=claims["tool_call_id"],
         )  # fmt: skip
+        assert (await tl.outcome(sent.answer_id, timeout=45)).accepted
         done = await gate.call(
             "deploy", ARGS, request_state=state, input_responses=opened, **rounds
         )

@@ -13,8 +13,10 @@ See docs/adapters/mcp.md.
 from __future__ import annotations
 
 from turnlog.mcp.binding import APPROVAL_KEY, DECISION_SCHEMA, StateRefused
-from turnlog.mcp.gate import ApprovalGate, GatedStateBoundary, RunTool
+from turnlog.mcp.boundary import GatedStateBoundary
+from turnlog.mcp.gate import ApprovalGate
 from turnlog.mcp.results import RecordedResult, results_topic
+from turnlog.mcp.shapes import RunTool
 
 __all__ = [
     "APPROVAL_KEY",

@@ -17,23 +17,20 @@ and the echoed ``request_state``) mapped onto turnlog's pause, answer and contin
    approved call, edits applied -- records its result, then says done; every other retry reads
    the recorded result instead of running anything.
 
-Why it sits beside the SDK's ``RequestStateBoundary`` rather than plugging in as a
-``RequestStateCodec``: the boundary seals with one process-wide TTL (a pause's window is its
-own, and may be days), and refuses every bad state with one frozen message where turnlog names
-the rule; and a codec is synchronous, so it could not consult the log. The token is already
-signed by keys every replica shares, so the gated tools' states pass the SDK's boundary
-untouched (:class:`GatedStateBoundary`) and every other tool keeps the SDK's sealing.
+It sits beside the SDK's ``RequestStateBoundary`` (``boundary.py``), not inside it as a
+``RequestStateCodec``: one process-wide TTL, one frozen refusal and a synchronous codec could
+not carry a pause's own window, name the rule, or consult the log (docs/adapters/mcp.md).
 """
 
 from __future__ import annotations
 
-import json
+import asyncio
+import logging
 import uuid
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.request_state import RequestStateBoundary, authenticated_principal
 from mcp.shared.exceptions import MCPError
@@ -44,21 +41,19 @@ from mcp_types import (
     ElicitRequestFormParams,
     ElicitRequestURLParams,
     InputRequiredResult,
-    TextContent,
 )
 
 from turnlog.api import Turnlog
 from turnlog.clock import utc_now
 from turnlog.consumers.continuation import (
     AlreadyContinued,
+    Continuation,
     ContinuationRefused,
     default_claimant,
 )
-from turnlog.consumers.resumed import ResumedTurnTimeout
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approval_request, approved_call
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
 from turnlog.contracts.claims import PauseClaims
-from turnlog.contracts.events import TurnResumed
 from turnlog.contracts.refusals import Refused
 from turnlog.mcp.binding import (
     APPROVAL_KEY,
@@ -70,13 +65,16 @@ from turnlog.mcp.binding import (
     principal_scope,
     server_session,
 )
+from turnlog.mcp.boundary import GatedStateBoundary
 from turnlog.mcp.results import RecordedResult, ResultLog, now_text
+from turnlog.mcp.shapes import RunTool, question, rejected, run_tool
 from turnlog.tokens.peek import parse_token
 
-#: What a gated tool runs once approved: ``run(arguments, idempotency_key)``.
-RunTool = Callable[[dict[str, Any], str], Awaitable[Any]]
-
 _CALL_ID = "call-1"
+#: Seconds an answering retry waits on its claim before it reads its answer's outcome too.
+_CHECK_AFTER = 2.0
+
+log = logging.getLogger(__name__)
 
 
 class ApprovalGate:
@@ -92,13 +90,12 @@ class ApprovalGate:
 
     ``window`` is how long the person has (the pause's token window; default the settings'
     ``token_ttl_seconds``); ``result_wait`` how long a retry that lost the claim waits for the
-    winner's result; ``poll_wait`` how long a state-only retry looks for a turn answered
-    elsewhere before asking again. ``inbox_url`` (the inbox's address, as
+    winner's result. ``inbox_url`` (the inbox's address, as
     ``TURNLOG_INBOX_URL``) asks in URL mode instead: the client sends its person to the pause's
     inbox page (``<inbox_url>/pause/<token id>``), the decision is made there, and the client's
     retries -- whatever its URL elicitation result says -- look for it as a state alone would.
-    Nothing lives in the process: any replica with the same
-    settings and keys continues any pause. ``await gate.close()`` when the server stops.
+    Nothing lives in the process: any replica with the same settings and keys continues any
+    pause. ``await gate.close()`` when the server stops.
     """
 
     def __init__(
@@ -108,7 +105,6 @@ class ApprovalGate:
         *,
         window: timedelta | float | None = None,
         result_wait: float = 30.0,
-        poll_wait: float = 1.0,
         timeout: float = 30.0,
         claimant: str | None = None,
         inbox_url: str | None = None,
@@ -119,11 +115,11 @@ class ApprovalGate:
         self.server = server
         self.window = window
         self.result_wait = result_wait
-        self.poll_wait = poll_wait
         self.timeout = timeout
         self.claimant = claimant or default_claimant()
         self.results = ResultLog(tl.settings)
         self.tools: set[str] = set()
+        self._finishing: set[asyncio.Future[None]] = set()
         self.inbox_url = inbox_url.rstrip("/") if inbox_url else None
 
     def install(self, server: MCPServer, *, tools: Collection[str]) -> None:
@@ -148,8 +144,8 @@ class ApprovalGate:
         run: RunTool,
         message: str | None = None,
     ) -> CallToolResult | InputRequiredResult:
-        """:meth:`call` with the state, the responses and the principal of ``ctx``'s request;
-        a refusal becomes the JSON-RPC error ``-32602`` naming its reason (``data.reason``)."""
+        """:meth:`call` with ``ctx``'s state, responses and principal; a refusal is the JSON-RPC
+        error ``-32602`` naming its reason (``data.reason``)."""
         try:
             return await self.call(
                 tool,
@@ -186,15 +182,31 @@ class ApprovalGate:
             return await self._pause(tool, args, principal, message)
         claims = self._verify(request_state)
         check_binding(claims, server=self.server, tool=tool, arguments=args, principal=principal)
-        recorded = await self.results.find(claims.thread_id, claims.token_id)
-        if recorded is not None:
-            return CallToolResult.model_validate(recorded.result)
         # In URL mode the decision is the inbox's: a response only says the page was opened.
         response = None if self.inbox_url else (input_responses or {}).get(APPROVAL_KEY)
-        if response is not None:
-            decision = decision_of(response)
-            await self._answer(request_state, claims, tool, args, decision, principal)
-        elif not await self._answered(claims):
+        decision = decision_of(response) if response is not None else None
+        lookup = asyncio.ensure_future(
+            self.results.find(claims.thread_id, claims.token_id, since=claims.issued_at)
+        )
+        # The answer goes out beside the lookup: one to a pause already continued is harmless
+        # (the same decision is the same answer id; another is refused already_consumed).
+        sending = (
+            asyncio.ensure_future(
+                self._send(request_state, claims, tool, args, decision, principal)
+            )
+            if decision is not None
+            else None
+        )
+        try:
+            recorded = await lookup
+            if recorded is not None:
+                return CallToolResult.model_validate(recorded.result)
+            if sending is not None:
+                return await self._continue(request_state, claims, tool, run, await sending)
+        finally:
+            await _settled(lookup)
+            await _settled(sending, cancel=False)  # a publish is let finish, never cut off
+        if not await self._answered(claims):
             if utc_now() >= claims.expires_at:
                 raise StateRefused("token_expired", "the pause's window closed unanswered")
             return self._input_required(request_state, tool, args, message, claims.token_id)
@@ -214,7 +226,7 @@ class ApprovalGate:
             scope_hash=principal_scope(principal),
             tool_call_id=_CALL_ID,
             name=APPROVE_TOOL_CALL,
-            prompt=message or _question(tool, args),
+            prompt=message or question(tool, args),
             messages=captured_messages(
                 [{"role": "user", "content": f"MCP client call of {tool} on {self.server}"}],
                 requests=[ReservedCall(_CALL_ID, tool, args)],
@@ -232,7 +244,7 @@ class ApprovalGate:
     def _input_required(
         self, token: str, tool: str, args: dict[str, Any], message: str | None, token_id: str
     ) -> InputRequiredResult:
-        asked = message or _question(tool, args)
+        asked = message or question(tool, args)
         params: ElicitRequestFormParams | ElicitRequestURLParams
         if self.inbox_url:
             params = ElicitRequestURLParams(message=asked, url=f"{self.inbox_url}/pause/{token_id}")
@@ -253,7 +265,7 @@ class ApprovalGate:
         except Refused as refused:
             raise StateRefused(refused.refusal.reason, refused.refusal.detail) from None
 
-    async def _answer(
+    async def _send(
         self,
         token: str,
         claims: PauseClaims,
@@ -261,9 +273,8 @@ class ApprovalGate:
         args: dict[str, Any],
         decision: Decision,
         principal: str | None,
-    ) -> None:
-        """The decision, through the seven steps; taken, or already consumed by another answer
-        (the first on the log decides), else refused by the rule's name."""
+    ) -> str:
+        """Publish the decision (checked before Kafka as any answer is); its answer id."""
         try:
             sent = await self.tl.answer(
                 token,
@@ -275,38 +286,44 @@ class ApprovalGate:
                 answer_id=decision.answer_id(claims.token_id),
                 answered_by=principal,
             )
-            outcome = await self.tl.outcome(
-                sent.answer_id, thread_id=claims.thread_id, timeout=self.timeout
-            )
         except Refused as refused:
             raise StateRefused(refused.refusal.reason, refused.refusal.detail) from None
+        return sent.answer_id
+
+    async def _decided(self, answer_id: str, claims: PauseClaims) -> None:
+        """Return once the answer is taken or already consumed by another (the first on the log
+        decides); else the worker's refusal, by its rule's name."""
+        outcome = await self.tl.outcome(answer_id, thread_id=claims.thread_id, timeout=self.timeout)
         if not outcome.accepted and outcome.reason != "already_consumed":
             detail = outcome.rejected.detail if outcome.rejected is not None else ""
             raise StateRefused(outcome.reason or "answer_rejected", detail)
 
     async def _answered(self, claims: PauseClaims) -> bool:
         """Whether the pause's turn was resumed (someone answered, here or elsewhere)."""
-        try:
-            await self.tl.peek_resumed_turn(
-                claims.thread_id,
-                token_id=claims.token_id,
-                since=claims.issued_at,
-                timeout=self.poll_wait,
-            )
-        except ResumedTurnTimeout:
-            return False
-        return True
+        return await self.results.resumed(claims.thread_id, claims.token_id, since=claims.issued_at)
+
+    async def _claimed(self, token: str) -> Continuation:
+        return await self.tl.continue_turn(token, timeout=self.timeout, claimant=self.claimant)
 
     async def _continue(
-        self, token: str, claims: PauseClaims, tool: str, run: RunTool
+        self, token: str, claims: PauseClaims, tool: str, run: RunTool, answer_id: str = ""
     ) -> CallToolResult:
+        """Claim the resumed turn and run the tool, or read the result of whoever holds it. With
+        ``answer_id`` (this retry answered) and no claim decided in ``_CHECK_AFTER``, the
+        answer's outcome is read beside it: refused, the turn never resumes, and the claim --
+        still waiting for the turn, so never sent -- is given up."""
+        claim = asyncio.ensure_future(self._claimed(token))
+        check: asyncio.Future[None] | None = None
         try:
-            continuation = await self.tl.continue_turn(
-                token, timeout=self.timeout, claimant=self.claimant
-            )
+            if answer_id and not (await asyncio.wait({claim}, timeout=_CHECK_AFTER))[0]:
+                check = asyncio.ensure_future(self._decided(answer_id, claims))
+                await asyncio.wait({claim, check}, return_when=asyncio.FIRST_COMPLETED)
+                if check.done() and not check.cancelled() and check.exception() is not None:
+                    await check  # raises the refusal
+            continuation = await claim
         except AlreadyContinued as held:
             recorded = await self.results.find(
-                claims.thread_id, claims.token_id, wait=self.result_wait
+                claims.thread_id, claims.token_id, since=claims.issued_at, wait=self.result_wait
             )
             if recorded is not None:
                 return CallToolResult.model_validate(recorded.result)
@@ -317,11 +334,13 @@ class ApprovalGate:
             ) from None
         except ContinuationRefused as refused:
             raise StateRefused(refused.refusal.reason, refused.refusal.detail) from None
+        finally:
+            await _settled(claim, check)
         call = approved_call(continuation.turn)
         if call is None:
-            result = _rejected(continuation.turn, tool, claims.tool_call_id)
+            result = rejected(continuation.turn, tool, claims.tool_call_id)
         else:
-            result = await _run(run, dict(call["arguments"]), continuation.idempotency_key)
+            result = await run_tool(run, dict(call["arguments"]), continuation.idempotency_key)
         await self.results.record(
             RecordedResult(
                 thread_id=claims.thread_id,
@@ -333,61 +352,38 @@ class ApprovalGate:
                 recorded_at=now_text(),
             )
         )
-        await continuation.done()
+        # Recorded, the result is what every retry gets: the claim's "done" need not hold the
+        # caller up (a crash before it leaves a claim taken, with its result beside it).
+        finishing = asyncio.ensure_future(self._finish(continuation))
+        self._finishing.add(finishing)
+        finishing.add_done_callback(self._finishing.discard)
         return result
 
+    async def _finish(self, continuation: Continuation) -> None:
+        try:
+            await continuation.done()
+        except Exception as exc:  # noqa: BLE001 -- the result is recorded; say it, go on
+            log.warning("the claim %s was not said done: %s", continuation.claim_id, exc)
+
     async def close(self) -> None:
+        """Say done for the claims still finishing, then stop the results producer."""
+        if self._finishing:
+            await asyncio.gather(*self._finishing, return_exceptions=True)
         await self.results.close()
 
 
-class GatedStateBoundary:
-    """The SDK's ``RequestStateBoundary`` for every tool but the gated ones, whose state is a
-    turnlog token the gate verifies itself (and names what it refuses)."""
-
-    def __init__(self, inner: RequestStateBoundary, tools: Collection[str]) -> None:
-        self.inner = inner
-        self.tools = tools
-
-    async def __call__(
-        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
-    ) -> HandlerResult:
-        if ctx.method == "tools/call" and (ctx.params or {}).get("name") in self.tools:
-            return await call_next(ctx)
-        return await self.inner(ctx, call_next)
+async def _settled(*tasks: asyncio.Future[Any] | None, cancel: bool = True) -> None:
+    """Wait for ``tasks`` (cancelled first, with ``cancel``); their outcome is not wanted, and
+    is marked seen so that no error of theirs is reported as never retrieved."""
+    live = [task for task in tasks if task is not None]
+    if cancel:
+        for task in live:
+            task.cancel()
+    if live:
+        await asyncio.wait(live)
+    for task in live:
+        if not task.cancelled():
+            task.exception()
 
 
-def _question(tool: str, args: Mapping[str, Any]) -> str:
-    shown = json.dumps(dict(args), ensure_ascii=False, sort_keys=True)
-    return f"Approve {tool}({shown})?"
-
-
-async def _run(run: RunTool, arguments: dict[str, Any], key: str) -> CallToolResult:
-    """The tool's result as MCP's: a ``CallToolResult`` as is, text as text, anything else as
-    JSON; an exception is the error result (it ran once; that is what it gave)."""
-    try:
-        value = await run(arguments, key)
-    except Exception as exc:  # noqa: BLE001 -- the tool ran; its failure is its result
-        return CallToolResult(
-            content=[TextContent(type="text", text=f"{type(exc).__name__}: {exc}")], is_error=True
-        )
-    if isinstance(value, CallToolResult):
-        return value
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return CallToolResult(content=[TextContent(type="text", text=text)])
-
-
-def _rejected(turn: TurnResumed, tool: str, call_id: str) -> CallToolResult:
-    said = next(
-        (
-            str(m.get("content") or "")
-            for m in turn.history
-            if m.get("role") == "tool" and m.get("tool_call_id") == call_id
-        ),
-        "",
-    )
-    return CallToolResult(
-        content=[TextContent(type="text", text=f"rejected: {tool} was not run. {said}".strip())]
-    )
-
-
-__all__ = ["ApprovalGate", "GatedStateBoundary", "RunTool"]
+__all__ = ["ApprovalGate", "RunTool"]

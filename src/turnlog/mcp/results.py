@@ -18,18 +18,21 @@ import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import NewTopic
 
 from turnlog.clock import utc_now
-from turnlog.errors import TopicMismatch
+from turnlog.contracts.events import TokenConsumed
+from turnlog.errors import DecodeError, TopicMismatch
 from turnlog.kafka import clients
 from turnlog.kafka.partitioning import consumption_key, partition_for
-from turnlog.kafka.reader import LogReader
-from turnlog.kafka.topics import TopicSpec, check, describe, wait_for_leaders
+from turnlog.kafka.reader import close_consumer
+from turnlog.kafka.topics import TopicSet, TopicSpec, check, describe, wait_for_leaders
 from turnlog.settings import Settings
+from turnlog.wire.codec import decode
 
 _TOPIC_ALREADY_EXISTS = 36
 RESULT_VERSION = 1
@@ -158,32 +161,31 @@ class ResultLog:
         )
 
     async def find(
-        self, thread_id: str, token_id: str, *, wait: float = 0.0
+        self, thread_id: str, token_id: str, *, since: datetime, wait: float = 0.0
     ) -> RecordedResult | None:
-        """The pause's recorded result: read to the partition's end, then, with ``wait``, go
-        on reading for that long for one written meanwhile (a retry waiting on another's run).
-        """
+        """The pause's recorded result (``since``: the pause's issue time, where the read
+        starts); with ``wait``, a result written meanwhile is waited for that long (a retry
+        waiting on another's run)."""
         await self.ensure_ready()
         key = consumption_key(thread_id, token_id)
         tp = TopicPartition(self.spec.name, partition_for(thread_id, self._partitions))
-        reader = LogReader(self.settings.connection, client_id="turnlog-mcp-results-read")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        found: RecordedResult | None = None
+        raw = await last_value(self.settings, tp, key, since=since, wait=wait)
+        return RecordedResult.decode(raw) if raw is not None else None
+
+    async def resumed(self, thread_id: str, token_id: str, *, since: datetime) -> bool:
+        """Whether the token's ledger row says an answer resumed its turn (here, the inbox, the
+        CLI). Read to the partition's end, no timeout to guess: the row and the resumed turn are
+        committed in one transaction, so a turn it names is there to claim."""
+        topics = TopicSet.from_settings(self.settings)
+        tp = TopicPartition(topics.consumptions, partition_for(thread_id, self.settings.partitions))
+        raw = await last_value(self.settings, tp, consumption_key(thread_id, token_id), since=since)
+        if raw is None:
+            return False
         try:
-            await reader.start()
-            end = (await reader.end_offsets([tp]))[tp]
-            await reader.assign({tp: None})
-            while True:
-                for record in await reader.poll(timeout_ms=100):
-                    if record.key == key and record.value is not None:
-                        found = RecordedResult.decode(record.value) or found
-                if found is not None and await reader.position(tp) >= end:
-                    return found
-                if await reader.position(tp) >= end and loop.time() >= deadline:
-                    return found
-        finally:
-            await reader.stop()
+            row = decode(raw)
+        except DecodeError:
+            return False
+        return isinstance(row, TokenConsumed) and row.outcome == "resumed"
 
     async def close(self) -> None:
         if self._producer is not None:
@@ -191,8 +193,44 @@ class ResultLog:
             await producer.stop()
 
 
+async def last_value(
+    settings: Settings, tp: TopicPartition, key: bytes, *, since: datetime, wait: float = 0.0
+) -> bytes | None:
+    """The last value of ``key`` on ``tp`` (``None``: absent or a tombstone), read
+    ``read_committed`` from the first record written at ``since`` (less the clock leeway) to
+    the partition's end -- then, with ``wait``, on for that long until one arrives."""
+    consumer = clients.consumer(
+        settings,
+        client_id="turnlog-mcp-read",
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        fetch_max_wait_ms=100,
+    )
+    loop = asyncio.get_running_loop()
+    found: bytes | None = None
+    try:
+        await consumer.start()
+        consumer.assign([tp])
+        end = (await consumer.end_offsets([tp]))[tp]
+        at_ms = max(0, int((since.timestamp() - settings.token_leeway_seconds) * 1000))
+        start = (await consumer.offsets_for_times({tp: at_ms}))[tp]
+        consumer.seek(tp, min(start.offset, end) if start is not None else end)
+        deadline = loop.time() + wait
+        while True:
+            batch = await consumer.getmany(tp, timeout_ms=100)
+            for record in batch.get(tp, []):
+                if record.key == key:
+                    found = record.value
+            reached = await consumer.position(tp) >= end
+            if reached and (found is not None or loop.time() >= deadline):
+                return found
+    finally:
+        await close_consumer(consumer)
+
+
 def now_text() -> str:
     return utc_now().isoformat()
 
 
-__all__ = ["RecordedResult", "ResultLog", "now_text", "results_topic"]
+__all__ = ["RecordedResult", "ResultLog", "last_value", "now_text", "results_topic"]
