@@ -7,12 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import signal
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import Names
-from tests.integration.cli_support import EXIT_FAILURE, EXIT_USAGE, Cli, cli_env
+from tests.integration.cli_support import EXIT_FAILURE, EXIT_USAGE, Cli, Spawned, cli_env
+from tests.integration.test_observability import http_get
 from tests.integration.worker_support import keyed_deployment, running_worker
 from tests.kafka_helpers import eventually
 from turnlog.kafka import clients
@@ -124,3 +126,30 @@ async def test_lag_and_audit_of_a_region_against_itself_find_nothing_behind(
     first, window = audit.stdout.splitlines()[:2]
     assert first.startswith(f"region {bootstrap} after {bootstrap}: nothing lost or doubled; ")
     assert window == f"window: empty (every record of {bootstrap} is in {bootstrap})"
+
+
+async def test_turnlog_worker_passive_is_unready_until_the_promotion_then_takes_over(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    cli = _cli(bootstrap, names, tmp_path)
+    await asyncio.to_thread(cli, "keys", "new", "--kid", "k1")
+    await asyncio.to_thread(cli, "topics", "ensure")
+    worker = Spawned(cli, "worker", "--passive", "--metrics-port", "0", "--log-level", "info")
+    try:
+        line = worker.wait_for_line("metrics and health on port")
+        port = int(line.rsplit(" ", 1)[1])
+        worker.wait_for_line("passive until `turnlog region promote`; Ctrl-C stops")
+        worker.wait_for_line("standby copies of answers partitions [0, 1, 2] are current")
+        assert (await http_get(port, "/readyz"))[0] == 503  # warm, and answering nothing
+        await asyncio.to_thread(cli, "region", "promote", "--by", "dave", "--region", "eu-2")
+        took = worker.wait_for_line("taking over the answers group")
+        assert "region eu-2 promoted by dave at " in took
+
+        async def ready() -> bool:
+            return (await http_get(port, "/readyz"))[0] == 200
+
+        await eventually(ready, timeout=60, interval=0.1)
+    finally:
+        worker.proc.send_signal(signal.SIGTERM)
+        code, _ = await asyncio.to_thread(worker.finish, 45.0)
+    assert code == 0, worker.seen
