@@ -31,6 +31,7 @@ SCENARIOS = (
     "scale",
     "ledger",
     "continuation",
+    "mcp",
 )
 
 #: (full, --quick) defaults of the size options.
