@@ -136,6 +136,8 @@ METRICS: dict[str, tuple[str, Expect]] = {
     "expiry sweep, one pass": ("ms", "flat"),
     "turnlog pending": ("s", "flat"),  # its first page, through the waiting index
     "turnlog status": ("s", "flat"),
+    # The CLI's first page on a machine that never projected the topics: it reads them first.
+    "turnlog pending from an empty state dir": ("s", "linear"),
     "inbox first page": ("ms", "flat"),
     "inbox live update": ("bytes", "flat"),
     "inbox live update, one step": ("ms", "flat"),
@@ -321,6 +323,16 @@ async def _one_size(ctx: Context, prefix: str, n: int) -> dict[str, dict[str, An
             ),
         }
         out.update(await _queries(ctx, state, raw_db, ctx.repeats, n))
+        fresh = await _cli_pending(ctx, dep, root / "cli-state", min(n, PENDING_PAGE))
+        out["turnlog pending from an empty state dir"] = {
+            "samples": [fresh["first"]],
+            "baseline": fresh["again"],
+            "baseline_name": "the same command on the store it left",
+            "notes": (
+                "`turnlog pending --json` in a fresh process, its first page: it reads the "
+                f"pauses and consumptions topics into a store of its own first ({fresh['said']})"
+            ),
+        }
         took = await _standby_takeover(ctx, dep, state, root / "standby")
         out["ready after the owner's SIGKILL, from a standby"] = {
             "samples": [took["ready_s"]],
@@ -476,6 +488,39 @@ PENDING_PAGE = 50
 #: The address space the query child may use: ``open_pauses`` and the inbox's list query hold
 #: every pending pause decoded at once, which at a million is more than a shared machine has.
 QUERY_MEMORY_LIMIT = 6 * 1024**3
+
+
+async def _cli_pending(ctx: Context, dep: Deployment, state: Path, page: int) -> dict[str, Any]:
+    """``turnlog pending --json`` as an operator runs it on a new machine: a fresh process and
+    an empty state directory (its first page comes after it projected the topics), then the
+    same command again on the store the first left (``ctx.repeats`` times)."""
+    shutil.rmtree(state, ignore_errors=True)
+    env = {
+        **os.environ,
+        "TURNLOG_BOOTSTRAP_SERVERS": ctx.bootstrap,
+        "TURNLOG_TOPIC_PREFIX": dep.settings.topic_prefix,
+        "TURNLOG_PARTITIONS": str(dep.settings.partitions),
+        "TURNLOG_STATE_DIR": str(state),
+    }
+
+    async def once() -> tuple[float, str]:
+        watch = Stopwatch()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "turnlog", "pending", "--json", "--limit", str(page),
+            cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        stdout, stderr = await proc.communicate()
+        seconds = watch.seconds
+        shown = json.loads(stdout or b"{}").get("pending", [])
+        if proc.returncode != 0 or len(shown) != page:
+            raise RuntimeError(f"turnlog pending: {proc.returncode}, {len(shown)} rows: {stderr!r}")
+        return seconds, stderr.decode().strip().splitlines()[-1] if stderr.strip() else ""
+
+    first, said = await once()
+    again = [(await once())[0] for _ in range(ctx.repeats)]
+    shutil.rmtree(state, ignore_errors=True)
+    ctx.log(f"pending from an empty state dir {first:.2f}s, then {median(again) or 0:.2f}s")
+    return {"first": first, "again": again, "said": said or "it said nothing"}
 
 
 async def _queries(
