@@ -156,5 +156,7 @@ async def test_a_group_answered_call_by_call_from_the_cli_is_held_then_resumed_a
         assert "continued by agent-a" in cli("show", THREAD).stdout
         assert _json(cli, "pending")["claimed_not_finished"] == []
         assert _json(cli, "status")["claimed_not_finished"] == 0
+        trail = [line.split()[1] for line in cli("trail", THREAD).stdout.splitlines()]
+        assert trail[-2:] == ["claimed", "finished"], trail
         assert approval.token_id != question.token_id
     assert worker.exception() is None

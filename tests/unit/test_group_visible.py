@@ -7,6 +7,7 @@ calls still waiting, then the group's resumed turn); and the response ``answer -
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import timedelta
 
@@ -14,7 +15,7 @@ import pytest
 
 from tests.unit.test_group_pause import ARGS, group_pause
 from tests.unit.test_resume import T0
-from turnlog.audit.trail import entries_of
+from turnlog.audit.trail import entries_of, entry_of
 from turnlog.cli.answering import call_rows, decision_response
 from turnlog.consumers.outcomes import Decisions, answer_ids, waiting_calls
 from turnlog.contracts.approvals import (
@@ -126,6 +127,21 @@ def test_the_trail_shows_a_pause_of_several_calls_as_one_entry_a_call() -> None:
     assert [e.token_id for e in entries] == [c.token_id for c in calls_of(pause)]
     assert entries[0].detail.startswith("ask_user: Which colour? [Red / Blue] -- call call-1 ")
     assert entries[1].detail.startswith('approve buy {"item": "paint", "litres": 5} -- call c2 ')
+
+
+def test_the_trail_shows_a_claim_row_as_who_continues_the_turn_not_a_second_spend() -> None:
+    row = dataclasses.replace(
+        _held("a-last", "k-last"), outcome="resumed", claim_id="c-1", claimant="agent\u202ea",
+        claimed_at_ms=1, claim_state="claimed",
+    )  # fmt: skip
+    claimed = entry_of(row)
+    assert claimed is not None and claimed.what == "claimed"
+    assert claimed.detail == "claimed by agent⟨U+202E⟩a (claim c-1), not said done yet"
+    done = entry_of(dataclasses.replace(row, claim_state="finished"))
+    assert done is not None and done.what == "finished"
+    assert done.detail == "continued by agent⟨U+202E⟩a (claim c-1), said done"
+    spent = entry_of(dataclasses.replace(row, claim_state=""))
+    assert spent is not None and spent.what == "spent"
 
 
 # -- an answer's outcome, as read so far --------------------------------------------------------

@@ -1,4 +1,5 @@
-"""One thread's trail, from the log alone: paused, answered by whom, resumed, refused, expired.
+"""One thread's trail, from the log alone: paused, answered by whom, resumed, refused, expired,
+and who continued the resumed turn (its claim, then its holder's done).
 
 What happened to a pause is spread over five topics -- the pause, each answer (with who sent it,
 as its publisher verified them), the token's consumption, the resumed turn or the refusal, an
@@ -28,8 +29,9 @@ from turnlog.contracts.events import (
     TurnResumed,
 )
 from turnlog.contracts.group import calls_of
-from turnlog.contracts.ledger import Outcome
+from turnlog.contracts.ledger import ClaimState, Outcome
 from turnlog.contracts.refusals import Refused
+from turnlog.contracts.visible import clip, visible
 from turnlog.errors import DecodeError
 from turnlog.kafka import clients
 from turnlog.kafka.internals import refresh_metadata
@@ -105,6 +107,14 @@ def entry_of(event: object) -> TrailEntry | None:
             event.answered_by,
             event.answered_by_issuer,
         )
+    if isinstance(event, TokenConsumed) and event.claim_state:
+        # A claim row: the same token's ledger row again, now naming who continues the turn.
+        who = clip(visible(event.claimant or "an unnamed claimant"), 120)
+        finished = event.claim_state == ClaimState.FINISHED
+        detail = f"{'continued' if finished else 'claimed'} by {who} (claim {event.claim_id})"
+        detail += ", said done" if finished else ", not said done yet"
+        what = "finished" if finished else "claimed"
+        return TrailEntry(event.occurred_at, what, event.token_id, event.answer_id or None, detail)
     if isinstance(event, TokenConsumed):
         spent_by: dict[str, str] = {
             Outcome.RESUMED: "spent by the answer",
@@ -180,7 +190,10 @@ async def read_trail(
         await close_consumer(consumer)
     if token_id is not None:
         entries = [e for e in entries if e.token_id == token_id or _answers(entries, e, token_id)]
-    order = {"paused": 0, "answered": 1, "spent": 2, "resumed": 3, "refused": 3, "expired": 3}
+    order = {
+        "paused": 0, "answered": 1, "spent": 2, "resumed": 3, "refused": 3, "expired": 3,
+        "claimed": 4, "finished": 5,
+    }  # fmt: skip
     return sorted(entries, key=lambda e: (e.at, order[e.what]))
 
 
