@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_waiting_index import T0, T0_MS, pause_bytes
+from turnlog.contracts.approvals import APPROVE_TOOL_CALL
 from turnlog.projections.store import MAX_SCAN, Store
 
 #: More pauses of other sessions wait before the one sought than a page once read.
@@ -30,6 +31,10 @@ def _fill(store: Store) -> None:
         value = pause_bytes("b3", "k-b3", expires=late)  # session-b3, run-b3
         b.put_pause("b3", "cp-1", BEFORE, value, token_id="k-b3",
                     expires_at_ms=int(late.timestamp() * 1000))  # fmt: skip
+        # One asking for an approval, in the fillers' scope.
+        asks = pause_bytes("d", "k-d", interaction=APPROVE_TOOL_CALL, expires=late)
+        b.put_pause("d", "cp-1", BEFORE + 2, asks, token_id="k-d",
+                    expires_at_ms=int(late.timestamp() * 1000) + 2)  # fmt: skip
         # And one made three days ago, the only pause older than a day.
         old = pause_bytes("c", "k-c", paused=T0 - timedelta(days=3), expires=late)
         b.put_pause("c", "cp-1", BEFORE + 1, old, token_id="k-c",
@@ -51,6 +56,7 @@ def filled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         ({"run": "run-b3"}, "k-b3"),
         ({"session": "session-b3", "call": "call-1"}, "k-b3"),
         ({"older_than_ms": 24 * 3600 * 1000}, "k-c"),
+        ({"scope": "tenant-a", "interaction": APPROVE_TOOL_CALL}, "k-d"),
     ],
 )
 def test_a_selective_filters_first_page_holds_the_match(

@@ -563,11 +563,11 @@ class Store:
         facts, never a pause's record, and are applied before the page is cut: a page ends
         full or at the index's end, so a filter matching one pause in a million finds it on
         the first page (issue 41: a page cut after a fixed number of entries came back empty,
-        with a cursor, while the match waited further on). Session, run and call are tested on
-        the entry's bytes before it is decoded (about 1 µs an entry). ``after`` is a page's
-        :attr:`PendingPage.next`. ``max_scan`` bounds the entries one page reads (a page with
-        ``where`` reads at most :data:`MAX_SCAN`): one that matched little then comes back
-        short, with a cursor to go on from.
+        with a cursor, while the match waited further on). Session, run, call and an
+        interaction not sought to are tested on the entry's bytes before it is decoded.
+        ``after`` is a page's :attr:`PendingPage.next`. ``max_scan`` bounds the entries one
+        page reads (a page with ``where`` reads at most :data:`MAX_SCAN`): one that matched
+        little then comes back short, with a cursor to go on from.
         """
         if limit < 1:
             raise ValueError(f"a page holds at least one pause, got limit {limit}")
@@ -575,11 +575,10 @@ class Store:
             max_scan = MAX_SCAN
         # The axes' exact facts as the index's own encoder writes them: an entry without
         # these bytes cannot match, and one with them is decoded and tested in full.
-        needles = [
-            layout.dump({name: value})[1:-1]
-            for name, value in (("session", session), ("run", run), ("call", call))
-            if value is not None
-        ]
+        tested = (("session", session), ("run", run), ("call", call))
+        needles = [layout.dump({name: value})[1:-1] for name, value in tested if value is not None]
+        if interaction and scope is not None:  # sought by scope, then tested by interaction
+            needles.append(layout.dump({"interaction": interaction})[1:-1])
         low = layout.u64(now_ms + 1, "now_ms + 1")
         if after is not None:
             low = max(low, _uncursor(after) + b"\x00")
