@@ -507,6 +507,8 @@ def test_every_reason_the_function_can_give_has_a_case() -> None:
         RefusalReason.MISROUTED,
         RefusalReason.ANSWER_UNPROCESSABLE,
         RefusalReason.ANSWER_TOO_LARGE,
+        # a forgotten thread: the handler asks its store (tests/integration/test_forget_answer.py)
+        RefusalReason.FORGOTTEN,
         # a claim's rules (step 8), decided by consumers/claiming.py, not by an answer
         RefusalReason.NOT_RESUMED,
         RefusalReason.ALREADY_CONTINUED,

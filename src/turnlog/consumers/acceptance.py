@@ -36,7 +36,7 @@ from turnlog.wire.direct import encode_token_consumed
 from turnlog.wire.resumed_bytes import ResumedFields, asking_round_of, encode_turn_resumed
 from turnlog.wire.skim import SkimmedPause
 
-Output = tuple[str, bytes, bytes]  # topic, key, value
+Output = tuple[str, bytes, bytes | None]  # topic, key, value (None: a tombstone)
 
 
 class Verified:

@@ -44,7 +44,13 @@ from turnlog.consumers.screening import (
     key_thread,
 )
 from turnlog.consumers.signatures import SignatureChecks
-from turnlog.consumers.views import BatchStoreView, CatchUp, StoreView, SupersedeView
+from turnlog.consumers.views import (
+    BatchStoreView,
+    CatchUp,
+    ForgottenView,
+    StoreView,
+    SupersedeView,
+)
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approved_arguments
 from turnlog.contracts.events import (
     AnswerSubmitted,
@@ -120,6 +126,15 @@ class _Claim:
 
 
 @dataclass
+class _Forget:
+    """A tombstone on the answers topic: only ``forget`` writes one there (the last of its
+    tombstones, after the pauses' were acknowledged), so the pauses are caught up before the
+    records after it are handled, and an answer published after a ``forget`` finds its thread
+    forgotten even when the store still held the thread's pause (the worker reads the pauses
+    only when it must)."""
+
+
+@dataclass
 class _Checked:
     """An answer that is routed right and not a replay, with its one token verification."""
 
@@ -135,7 +150,7 @@ class StartedBatch:
     signatures being checked."""
 
     records: Sequence[Record]
-    first: list[_Parsed | _Claim | Handled]
+    first: list[_Parsed | _Claim | _Forget | Handled]
     prefetched: _Prefetched
     due: list[tuple[_Parsed, ParsedToken]]
     checks: Awaitable[list[PauseClaims | Exception]] | None
@@ -215,10 +230,10 @@ class AnswerHandler:
         every partition's batch of a round before it finishes the first, so the checks of one
         run while the event loop's thread handles another. ``pending`` must be the mapping
         :meth:`finish_batch` is given (a retry it already holds needs no signature)."""
-        first: list[_Parsed | _Claim | Handled] = []
+        first: list[_Parsed | _Claim | _Forget | Handled] = []
         for record in records:
             if record.value is None:
-                first.append(Handled())  # a tombstone: the thread was forgotten
+                first.append(_Forget())  # a tombstone: the thread was forgotten
                 continue
             try:
                 first.append(self._parse(record, record.value, now))
@@ -242,6 +257,11 @@ class AnswerHandler:
         for record, parsed in zip(started.records, started.first, strict=True):
             if isinstance(parsed, Handled):
                 handled.append(parsed)
+            elif isinstance(parsed, _Forget):
+                # The worker's broker is unwell if this fails: the batch is retried.
+                await self.catch_up(record.partition)
+                prefetched.clear()  # the store has moved on
+                handled.append(Handled())
             elif isinstance(parsed, _Claim):
                 handled.append(self._claim(record, parsed.request, pending, now))
             else:
@@ -268,7 +288,7 @@ class AnswerHandler:
             answer_id=decided.claim_id,
         )
 
-    def _prefetch(self, first: Sequence[_Parsed | _Claim | Handled]) -> _Prefetched:
+    def _prefetch(self, first: Sequence[_Parsed | _Claim | _Forget | Handled]) -> _Prefetched:
         found = _Prefetched()
         view = self.view
         if not isinstance(view, BatchStoreView):
@@ -284,7 +304,7 @@ class AnswerHandler:
 
     @staticmethod
     def _due(
-        first: Sequence[_Parsed | _Claim | Handled],
+        first: Sequence[_Parsed | _Claim | _Forget | Handled],
         prefetched: _Prefetched,
         pending: Mapping[str, LedgerEntry],
     ) -> list[tuple[_Parsed, ParsedToken]]:
@@ -550,6 +570,8 @@ class AnswerHandler:
             resumed_meta=event_meta(now, resumed_event_id(checked.token_id, checked.answer)),
         )
         if isinstance(outcome, Refusal):
+            if self._forgotten(checked, now):
+                return self._forget_answer(record, checked, now)
             if outcome.reason == RefusalReason.NO_RECORDED_TURN_STATE:
                 outcome = self._superseded(checked) or outcome
             return self._reject(record, outcome, now, answer=checked.answer)
@@ -715,6 +737,28 @@ class AnswerHandler:
             RefusalReason.ANSWER_UNPROCESSABLE, f"{type(exc).__name__}: {clip(str(exc), 500)}"
         )
         return self._reject(record, refusal, now, thread_id=key_thread(record.key))
+
+    def _forgotten(self, checked: _Checked, now: datetime) -> bool:
+        """Whether the answer's thread was forgotten: asked of every refused answer (a pause
+        found is never a forgotten thread's), whatever its token says."""
+        view, thread = self.view, checked.answer.thread_id
+        if not thread or not isinstance(view, ForgottenView):
+            return False
+        return view.forgotten(thread, int(now.timestamp() * 1000))
+
+    def _forget_answer(self, record: Record, checked: _Checked, now: datetime) -> Handled:
+        """``forgotten``, and the answer's record tombstoned in the same transaction (the
+        answers topic is compacted: its text goes at the next cleaning); the rejection names
+        the thread and the answer, never what it said."""
+        refusal = Refusal(
+            RefusalReason.FORGOTTEN,
+            f"thread {clip(checked.answer.thread_id, ID_CHARS)!r} was forgotten (turnlog "
+            "forget): its answers are not kept",
+        )
+        handled = self._reject(record, refusal, now, answer=checked.answer)
+        if record.key is not None:  # routed right: the key is the answer's own
+            handled.outputs.append((self.topics.answers, record.key, None))
+        return handled
 
     def _superseded(self, checked: _Checked) -> Refusal | None:
         """``pause_superseded`` when the token's pause is gone because a newer pause of the

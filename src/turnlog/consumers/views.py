@@ -13,7 +13,7 @@ from turnlog.contracts.events import PauseRecorded
 from turnlog.contracts.ledger import LedgerEntry
 from turnlog.wire.skim import SkimmedPause, StoredPause
 
-__all__ = ["BatchStoreView", "CatchUp", "StoreView"]
+__all__ = ["BatchStoreView", "CatchUp", "ForgottenView", "StoreView"]
 
 
 class StoreView(Protocol):
@@ -50,6 +50,14 @@ class SupersedeView(StoreView, Protocol):
         """The token id of the newer pause that replaced ``token_id``'s at the thread's
         checkpoint, or ``None`` when the checkpoint holds no other pause."""
         ...
+
+
+@runtime_checkable
+class ForgottenView(StoreView, Protocol):
+    """A store view that knows the threads ``turnlog forget`` forgot (for a while:
+    :mod:`turnlog.projections.forgotten`)."""
+
+    def forgotten(self, thread_id: str, now_ms: int) -> bool: ...
 
 
 #: Catch the store up on pauses[partition] to its committed end.

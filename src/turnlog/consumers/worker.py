@@ -203,6 +203,9 @@ class _View:
     def pauses_applied(self, partition: int) -> int | None:
         return self._store.offset(self._topic, partition)
 
+    def forgotten(self, thread_id: str, now_ms: int) -> bool:
+        return self._store.forgotten(thread_id, now_ms)
+
 
 async def _send_batched(
     producer: AIOKafkaProducer,

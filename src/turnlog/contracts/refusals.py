@@ -67,6 +67,9 @@ class RefusalReason(StrEnum):
     ASKING_ROUND_MISSING = "asking_round_missing"
     ALREADY_CONSUMED = "already_consumed"
     PAUSE_EXPIRED = "pause_expired"
+    #: the answer's thread was forgotten (``turnlog forget``): nothing of it is kept, and the
+    #: answer's own record is tombstoned with the refusal -- checked whatever the token says
+    FORGOTTEN = "forgotten"
     # after the seven steps: continuing the resumed turn is a claim, decided once
     #: no resumed turn for that token on that thread (not answered yet, held, expired, unknown)
     NOT_RESUMED = "not_resumed"
@@ -112,6 +115,7 @@ _STEPS: dict[RefusalReason, int] = {
     RefusalReason.ASKING_ROUND_MISSING: 5,
     RefusalReason.ALREADY_CONSUMED: 5,
     RefusalReason.PAUSE_EXPIRED: 5,
+    RefusalReason.FORGOTTEN: 5,
     RefusalReason.NOT_RESUMED: 8,
     RefusalReason.ALREADY_CONTINUED: 8,
     RefusalReason.CLAIM_NOT_HELD: 8,

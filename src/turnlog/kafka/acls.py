@@ -92,6 +92,8 @@ def role_acls(
             ("READ", "TOPIC", topics.pauses),
             ("READ", "TOPIC", topics.consumptions),
             ("WRITE", "TOPIC", topics.consumptions),
+            # an answer to a forgotten thread is refused with a tombstone for its record
+            ("WRITE", "TOPIC", topics.answers),
             ("WRITE", "TOPIC", topics.resumed),
             ("WRITE", "TOPIC", topics.rejections),
             ("DESCRIBE", "TOPIC", prefix, "PREFIXED"),

@@ -26,7 +26,7 @@ from turnlog.kafka.outage import (
     ride_out,
     stop_producer,
 )
-from turnlog.kafka.partitioning import partition_for, split_key
+from turnlog.kafka.partitioning import answer_key, partition_for, split_key
 from turnlog.kafka.reader import LogReader, Record
 from turnlog.kafka.topics import TopicSet
 from turnlog.notify import undelivered
@@ -97,7 +97,18 @@ async def forget_keys(
     if notices is not None:
         keys[undelivered.topic_name(settings)] = set(notices.live)
     await write_tombstones(settings, topics, thread_id, keys)
+    # Last, once every other tombstone is acknowledged: the forget mark, a tombstone on the
+    # thread's answers partition (under an answer id no publisher uses). The worker reads that
+    # partition in order and catches its store up with the pauses when it meets one, so every
+    # answer published after ``forget`` finds the thread forgotten -- refused as such, its
+    # record tombstoned -- even if the worker's store still held the pause. Not counted.
+    await write_tombstones(settings, topics, thread_id, {topics.answers: {forget_mark(thread_id)}})
     return keys
+
+
+def forget_mark(thread_id: str) -> bytes:
+    """The key of a thread's forget mark on the answers topic."""
+    return answer_key(thread_id, "")
 
 
 async def write_tombstones(

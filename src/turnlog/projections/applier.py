@@ -11,6 +11,7 @@ building the messages the store keeps as the record's own bytes.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -55,12 +56,15 @@ class StoreApplier:
         #: a resume then reads the pause without walking them again). Off for a projection that
         #: only serves reads, so a rebuild does not pay for it.
         self.messages_hints = messages_hints
+        #: Whether the batch being applied forgot a thread (then the store is scrubbed).
+        self._forgot = False
 
     async def apply(self, records: Sequence[Record]) -> None:
         self.apply_now(records)
 
     def apply_now(self, records: Iterable[Record]) -> None:
         ends: dict[tuple[str, int], int] = {}
+        self._forgot = False
         with self.store.batch() as batch:
             for record in records:
                 self._apply_one(batch, record)
@@ -68,6 +72,9 @@ class StoreApplier:
             # The same atomic batch: one offset per partition, the last one applied.
             for (topic, partition), end in ends.items():
                 batch.set_offset(topic, partition, end)
+        if self._forgot:
+            # A thread was forgotten: no copy of it left in the store's files either.
+            self.store.scrub(batch.deleted())
 
     def _apply_one(self, batch: Batch, record: Record) -> None:
         try:
@@ -92,8 +99,14 @@ class StoreApplier:
         if record.value is None:
             if record.key is None:
                 raise DecodeError("tombstone_without_key", "a pauses tombstone must have a key")
+            # Only ``forget`` writes a pauses tombstone: the whole thread goes (its ledger rows
+            # too, a held answer's text with them), and the store remembers it was forgotten.
             thread_id, checkpoint_id = split_key(record.key)
-            batch.delete_pause(thread_id, checkpoint_id)
+            deadlines = (batch.delete_pause(thread_id, checkpoint_id), batch.forget(thread_id))
+            stamp = getattr(record, "timestamp", None)
+            at_ms = stamp if isinstance(stamp, int) and stamp > 0 else int(time.time() * 1000)
+            batch.mark_forgotten(thread_id, at_ms, max((d for d in deadlines if d), default=None))
+            self._forgot = True
             return
         # Skimmed, not decoded: the same refusals at the door, without building the messages
         # the store keeps as the record's own bytes.

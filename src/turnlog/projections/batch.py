@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any
 
 from turnlog.errors import DecodeError, StoreError
+from turnlog.projections import forgotten
 from turnlog.projections.layout import (
     ALL_FAMILIES,
     CHANGES_KEPT,
@@ -237,9 +238,11 @@ class Batch:
             else:
                 pending[SPENT][key] = thread_id.encode()
 
-    def delete_pause(self, thread_id: str, checkpoint_id: str) -> None:
-        """Apply a tombstone on the pauses topic: the checkpoint and its token indexes go."""
-        self._delete_pause(thread_id, checkpoint_id, pause_key(thread_id, checkpoint_id))
+    def delete_pause(self, thread_id: str, checkpoint_id: str) -> int | None:
+        """Apply a tombstone on the pauses topic: the checkpoint and its token indexes go.
+        Returns the pause's deadline, if it had one here."""
+        locator = self._delete_pause(thread_id, checkpoint_id, pause_key(thread_id, checkpoint_id))
+        return None if locator is None else locator.get("expires_at")
 
     def _delete_pause(
         self, thread_id: str, checkpoint_id: str, key: bytes
@@ -349,15 +352,38 @@ class Batch:
             facts = _facts_of_value(stored, token_id)
             self._wait(key, pause["thread_id"], pause["checkpoint_id"], facts)
 
-    def forget(self, thread_id: str) -> None:
-        """Delete every checkpoint, token index and ledger entry of the thread."""
+    def forget(self, thread_id: str) -> int | None:
+        """Delete every checkpoint, token index and ledger entry of the thread; returns the
+        latest deadline of its pauses, if any had one."""
         prefix = thread_prefix(thread_id)
+        latest = None
         for key in self._keys(PAUSES, prefix):
-            self.delete_pause(thread_id, key[len(prefix) :].decode())
+            deadline = self.delete_pause(thread_id, key[len(prefix) :].decode())
+            if deadline is not None:
+                latest = deadline if latest is None else max(latest, deadline)
         for key in self._keys(THREAD_TOKENS, prefix):
             self.delete_consumption(thread_id, key[len(prefix) :].decode())
         for key in self._keys(CHECKPOINTS, prefix):
             self._delete(CHECKPOINTS, key)
+        return latest
+
+    def mark_forgotten(self, thread_id: str, forgotten_at_ms: int, deadline_ms: int | None) -> None:
+        """Remember that the thread was forgotten (:mod:`turnlog.projections.forgotten`), and
+        drop the markers past their bound."""
+        key = forgotten.marker_key(thread_id)
+        until = forgotten.until(forgotten_at_ms, deadline_ms, self._get(META, key))
+        for old, raw in self._scan(META, *forgotten.marker_range()):
+            if old != key and not forgotten.alive(raw, forgotten_at_ms):
+                self._delete(META, old)
+        self._put(META, key, u64(until, "a forgotten thread's bound"))
+
+    def deleted(self) -> dict[str, list[bytes]]:
+        """The keys this batch deletes, per column family (what a scrub compacts away)."""
+        return {
+            family: [key for key, value in changes.items() if value is None]
+            for family, changes in self._pending.items()
+            if any(value is None for value in changes.values())
+        }
 
     def set_offset(self, topic: str, partition: int, next_offset: int) -> None:
         """The next offset to apply of ``topic[partition]``, written with the data it produced."""

@@ -44,7 +44,7 @@ import rocksdict
 from turnlog.clock import utc_now
 from turnlog.contracts.ledger import LedgerEntry, Outcome
 from turnlog.errors import StoreError
-from turnlog.projections import layout
+from turnlog.projections import forgotten, layout
 from turnlog.projections.batch import Batch
 from turnlog.wire.skim import StoredPause
 
@@ -371,7 +371,29 @@ class Store:
         with self.batch() as batch:
             batch.forget(thread_id)
 
+    def scrub(self, deleted: Mapping[str, Collection[bytes]]) -> None:
+        """Leave no copy of what a batch deleted in the store's files (a forgotten thread's):
+        a delete only adds a marker, and the bytes stay in the write-ahead log and the older
+        table files until RocksDB compacts them -- weeks on a quiet store. So flush every
+        column family (the write-ahead log holding the text becomes obsolete and is deleted),
+        then compact the deleted keys' ranges down to the last level, where the deletes and
+        what they delete are dropped together. Rare (a forget) and bounded by those ranges."""
+        self._live()
+        for family in self._cf.values():
+            family.flush(wait=True)
+        options = rocksdict.CompactOptions()
+        options.set_bottommost_level_compaction(rocksdict.BottommostLevelCompaction.force())
+        for name, keys in deleted.items():
+            if keys:
+                self._cf[name].compact_range(min(keys), max(keys) + b"\x00", options)
+
     # -- reading -------------------------------------------------------------------------------
+
+    def forgotten(self, thread_id: str, now_ms: int) -> bool:
+        """Whether the thread was forgotten (``turnlog forget``) and not paused again since,
+        within its marker's bound (:mod:`turnlog.projections.forgotten`)."""
+        raw = self._get(layout.META, forgotten.marker_key(thread_id))
+        return forgotten.alive(raw, now_ms) and self.latest(thread_id) is None
 
     def latest(self, thread_id: str) -> bytes | None:
         """The thread's newest checkpoint in the log's order (the last written), if any."""

@@ -1,0 +1,111 @@
+"""An answer to a forgotten thread, on the real broker: refused as ``forgotten`` by the worker
+that owns the partition, the answer's record tombstoned in the refusal's transaction, and
+nothing of the answer's text on any topic a reader can read -- even when the worker's store
+still held the forgotten pause when the answer came (the race the answers topic's forget mark
+closes: the mark is on the answers partition before any answer published after ``forget``)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from aiokafka import TopicPartition
+
+from tests.conftest import Names
+from tests.deployment import REQUEST, sample_checkpoint
+from tests.integration.test_api import api_settings
+from turnlog import Paused, Turnlog
+from turnlog.kafka.partitioning import answer_key, partition_for
+from turnlog.kafka.reader import LogReader, Record
+from turnlog.producers.forget import forget_thread, thread_keys
+
+
+async def _partition_records(tl: Turnlog, topic: str, partition: int) -> list[Record]:
+    """Every committed record of ``topic[partition]``, in order."""
+    reader = LogReader(tl.settings.connection, client_id="test-forget-answer")
+    await reader.start()
+    try:
+        await reader.assign({TopicPartition(topic, partition): None})
+        records: list[Record] = []
+
+        async def keep(batch: Sequence[Record]) -> None:
+            records.extend(batch)
+
+        await reader.read_to_end(keep, timeout=30)
+    finally:
+        await reader.stop()
+    return records
+
+
+def _same_partition(thread: str, partitions: int) -> str:
+    p = partition_for(thread, partitions)
+    return next(t for i in range(1000) if partition_for(t := f"kept-{i}", partitions) == p)
+
+
+async def _pause(tl: Turnlog, thread: str, marker: str) -> Paused:
+    cp = dataclasses.replace(sample_checkpoint(thread), prompt=f"Continue {marker}-prompt")
+    return await tl.pause(cp, request=REQUEST)
+
+
+def _answer(marker: str) -> dict[str, object]:
+    return {"answers": [{"selections": ["eu"], "other": f"{marker}-answer"}]}
+
+
+@pytest.mark.timeout(120)
+async def test_an_answer_after_forget_is_refused_forgotten_and_leaves_no_content(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    settings = api_settings(bootstrap, names, tmp_path)
+    gone = f"forget-answer-{names.app}"
+    kept = _same_partition(gone, settings.partitions)
+    p = partition_for(gone, settings.partitions)
+    marker = f"LATE{uuid.uuid4().hex}"
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        try:
+            forgotten = await _pause(tl, gone, marker)
+            # A later pause on the partition, answered: the worker catches its store up and so
+            # holds the forgotten thread's pause when forget runs -- the race with forget.
+            other = await _pause(tl, kept, "KEPT")
+            sent = await tl.answer(other.token, _answer("KEPT"), **other.axes)
+            assert (await tl.outcome(sent.answer_id, timeout=60)).accepted
+            [running] = tl._workers  # the worker's store, looked at in place
+            assert running.store.pause_for_token(forgotten.token_id) is not None
+
+            await forget_thread(settings, tl.topics, gone)
+            late = await tl.answer(forgotten.token, _answer(marker), **forgotten.axes)
+            result = await tl.outcome(late.answer_id, timeout=60)
+            assert result.rejected is not None, result
+            assert (result.reason, result.rejected.step) == ("forgotten", 5), result
+            assert marker not in (result.detail or "")
+
+            # The thread's pause is answered again after it was forgotten: still refused.
+            again = await tl.answer(forgotten.token, _answer(marker), **forgotten.axes)
+            assert (await tl.outcome(again.answer_id, timeout=60)).reason == "forgotten"
+
+            # The other thread of the partition is untouched.
+            kept_late = await _pause(tl, kept, "KEPT2")
+            fine = await tl.answer(kept_late.token, _answer("KEPT2"), **kept_late.axes)
+            assert (await tl.outcome(fine.answer_id, timeout=60)).accepted
+        finally:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+
+        # The answers' records are tombstoned (the last record of each key has no value) ...
+        answers = await _partition_records(tl, tl.topics.answers, p)
+        last = {r.key: r.value for r in answers}
+        for answer_id in (late.answer_id, again.answer_id):
+            key = answer_key(gone, answer_id)
+            assert key in last and last[key] is None, answer_id
+        # ... so no live key of the thread is left on the compacted topics (compaction removes
+        # the bytes: test_forget_erasure.py),
+        live = await thread_keys(settings, tl.topics, gone)
+        assert not any(live.values()), live
+        # and neither the rejections nor the resumed turns echo the answer's text.
+        for topic in (tl.topics.rejections, tl.topics.resumed):
+            for record in await _partition_records(tl, topic, p):
+                assert marker.encode() not in (record.value or b""), topic
