@@ -17,6 +17,7 @@ from aiokafka import TopicPartition
 
 from tests.conftest import Names
 from tests.deployment import REQUEST, sample_checkpoint
+from tests.integration.cli_support import Cli, cli_env
 from tests.integration.test_api import api_settings
 from turnlog import Paused, Turnlog
 from turnlog.kafka.partitioning import answer_key, partition_for
@@ -109,3 +110,55 @@ async def test_an_answer_after_forget_is_refused_forgotten_and_leaves_no_content
         for topic in (tl.topics.rejections, tl.topics.resumed):
             for record in await _partition_records(tl, topic, p):
                 assert marker.encode() not in (record.value or b""), topic
+
+
+@pytest.mark.timeout(180)
+async def test_trail_show_and_pending_say_forgotten_at_once(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """Right after ``forget`` -- the topics not compacted yet, the resumed and rejections topics
+    keeping the conversation for their retention -- ``trail`` says the thread was forgotten and
+    prints nothing of its history, ``show`` says forgotten (not "unknown"), ``pending`` lists
+    none of it; a later pause of another thread is shown as ever."""
+    settings = api_settings(bootstrap, names, tmp_path).with_(partitions=3)
+    answered, waiting = f"forget-cli-a-{names.app}", f"forget-cli-w-{names.app}"
+    marker = f"CLI{uuid.uuid4().hex}"
+    cli = Cli(cli_env(bootstrap, names.prefix, names.app, tmp_path))
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        try:
+            first = await _pause(tl, answered, marker)
+            sent = await tl.answer(first.token, _answer(marker), **first.axes)
+            assert (await tl.outcome(sent.answer_id, timeout=60)).accepted
+            pending = await _pause(tl, waiting, marker)
+            before = cli("trail", answered).stdout
+            assert first.token_id in before and "resumed" in before, before
+            listed = cli.json("pending")
+            assert isinstance(listed, dict)
+            assert pending.token_id in {r["token_id"] for r in listed["pending"]}
+
+            for thread in (answered, waiting):
+                cli("forget", thread, "--yes")
+            late = await tl.answer(pending.token, _answer(marker), **pending.axes)
+            assert (await tl.outcome(late.answer_id, timeout=60)).reason == "forgotten"
+        finally:
+            worker.cancel()
+            await asyncio.gather(worker, return_exceptions=True)
+
+    for thread, token in ((answered, first.token_id), (waiting, pending.token_id)):
+        trail = cli("trail", thread).stdout
+        lines = trail.strip().splitlines()
+        assert len(lines) == 1 and "forgotten" in lines[0], trail
+        assert token not in trail and marker not in trail, trail
+        [entry] = cli.json("trail", thread)["trail"]  # type: ignore[index]
+        assert entry["what"] == "forgotten"
+        shown = cli("show", thread, check=1)
+        assert shown.stdout == "" and shown.stderr.startswith(
+            f"error: thread {thread!r} was forgotten (turnlog forget): nothing of it is kept"
+        ), shown.stderr
+    listed = cli.json("pending")
+    assert isinstance(listed, dict)
+    assert all(r["thread_id"] not in (answered, waiting) for r in listed["pending"]), listed
+    # never heard of: still "unknown"
+    unknown = cli("show", f"never-{names.app}", check=1)
+    assert "no checkpoint recorded" in unknown.stderr

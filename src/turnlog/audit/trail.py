@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from aiokafka import TopicPartition
@@ -48,7 +48,7 @@ class TrailEntry:
     """One fact of the thread's trail: ``what`` happened ``at``, to which token and answer."""
 
     at: datetime
-    what: str  # paused, answered, spent, resumed, refused, expired
+    what: str  # paused, answered, spent, resumed, refused, expired, forgotten
     token_id: str | None
     answer_id: str | None
     detail: str
@@ -163,6 +163,7 @@ async def read_trail(
         auto_offset_reset="earliest",
     )
     entries: list[TrailEntry] = []
+    forgot_at: datetime | None = None
     try:
         async with asyncio.timeout(timeout):
             await consumer.start()
@@ -182,6 +183,9 @@ async def read_trail(
                 batch = await consumer.getmany(*left, timeout_ms=500)
                 for records in batch.values():
                     for record in records:
+                        if _forgets(record, thread, topic_set):
+                            at = datetime.fromtimestamp(record.timestamp / 1000, UTC)
+                            forgot_at = at if forgot_at is None else max(forgot_at, at)
                         entries.extend(_entries(record.value, thread))
                 for tp in list(left):
                     if await consumer.position(tp) >= ends[tp]:
@@ -190,11 +194,33 @@ async def read_trail(
         await close_consumer(consumer)
     if token_id is not None:
         entries = [e for e in entries if e.token_id == token_id or _answers(entries, e, token_id)]
+    if forgot_at is not None:
+        entries = _since_forget(entries, forgot_at)
     order = {
-        "paused": 0, "answered": 1, "spent": 2, "resumed": 3, "refused": 3, "expired": 3,
-        "claimed": 4, "finished": 5,
+        "forgotten": 0, "paused": 0, "answered": 1, "spent": 2, "resumed": 3, "refused": 3,
+        "expired": 3, "claimed": 4, "finished": 5,
     }  # fmt: skip
     return sorted(entries, key=lambda e: (e.at, order[e.what]))
+
+
+def _forgets(record: Any, thread: str, topics: TopicSet) -> bool:
+    """A tombstone ``forget`` wrote for the thread: on pauses, or its mark on answers (the
+    answers' own tombstones -- a refused answer's -- come after it)."""
+    if record.value is not None or record.key is None:
+        return False
+    if record.topic == topics.pauses:
+        return bool(record.key.startswith(thread.encode() + b"\x00"))
+    return bool(record.topic == topics.answers and record.key == thread.encode() + b"\x00")
+
+
+def _since_forget(entries: list[TrailEntry], forgot_at: datetime) -> list[TrailEntry]:
+    """A forgotten thread's trail says so, and shows nothing of what came before the forget
+    (not yet compacted on the topics, or kept by the time-retained ones) nor after it (answers
+    refused ``forgotten``), unless the thread was paused again: then from that pause on."""
+    again = [e.at for e in entries if e.what == "paused" and e.at > forgot_at]
+    kept = [e for e in entries if again and e.at >= min(again)]
+    said = "the thread was forgotten (turnlog forget): nothing of it before is shown"
+    return [TrailEntry(forgot_at, "forgotten", None, None, said), *kept]
 
 
 def _answers(entries: list[TrailEntry], entry: TrailEntry, token_id: str) -> bool:

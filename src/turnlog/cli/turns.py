@@ -394,6 +394,7 @@ async def show(
     broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
     """The latest checkpoint of a thread and its history (oldest first). Exit 1 if unknown."""
+    from turnlog.clock import utc_now
     from turnlog.contracts.events import PauseRecorded
     from turnlog.contracts.group import calls_of, group_state
     from turnlog.wire.codec import decode
@@ -405,7 +406,14 @@ async def show(
         tokens = [call.token_id for p in history for call in calls_of(p)]
         entries = dict(zip(tokens, store.ledgers(tokens), strict=True))
         fresh = freshness(store)
+        gone = not history and store.forgotten(thread, int(utc_now().timestamp() * 1000))
     outcomes = {t: None if e is None else str(e.outcome) for t, e in entries.items()}
+    if gone:
+        raise fail(
+            f"thread {thread!r} was forgotten (turnlog forget): nothing of it is kept "
+            f"(as of {fresh})",
+            EXIT_FAILURE,
+        )
     if not history:
         raise fail(f"no checkpoint recorded for thread {thread!r} (as of {fresh})", EXIT_FAILURE)
     rows: list[dict[str, Any]] = []

@@ -35,6 +35,7 @@ PLAIN_WORDS: Final[Mapping[str, str]] = {
     RefusalReason.APPROVAL_MISMATCH: "the approval is for another call than the one paused",
     RefusalReason.ANSWER_TOO_LARGE: "the answer is too long",
     RefusalReason.NO_RECORDED_TURN_STATE: "the paused turn is no longer on record",
+    RefusalReason.FORGOTTEN: "this conversation was forgotten: nothing of it is kept",
     RefusalReason.PAUSE_SUPERSEDED: "the turn paused again on this question: answer the new pause",
     RefusalReason.INTERACTION_UNKNOWN: "this kind of question is not known to the worker",
     RefusalReason.TOKEN_UNKNOWN_KEY: "the pause was signed by a key this deployment no longer has",
