@@ -90,7 +90,13 @@ def test_the_whole_tour(cli: Cli, tmp_path: Path) -> None:
     shown = cli.json("show", "cli-thread")
     assert isinstance(shown, dict)
     assert shown["latest"]["state"] == "resumed" and len(shown["history"]) == 1
-    assert cli.json("pending") == {"pending": [], "next": None, "as_of": shown["as_of"]}
+    assert cli.json("pending") == {
+        "pending": [],
+        "next": None,
+        "unfinalized": 0,
+        "claimed_not_finished": [],
+        "as_of": shown["as_of"],
+    }
     unknown = cli("show", "no-such-thread", check=1)
     assert "no checkpoint recorded" in unknown.stderr
 

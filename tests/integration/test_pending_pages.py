@@ -90,7 +90,8 @@ async def test_pending_pages_through_every_pause_once_and_filters(cli: Cli, tmp_
     both = _pages(cli, "--older-than", "1h", "--scope", "tenant-b", "--interaction", "ask_user")
     assert {row["token_id"] for page in both[0] for row in page} == old & tenant_b
     none = cli.json("pending", "--interaction", "approve_tool_call")
-    assert none == {"pending": [], "next": None, "as_of": none["as_of"]}  # type: ignore[index]
+    empty = {"pending": [], "next": None, "unfinalized": 0, "claimed_not_finished": []}
+    assert none == {**empty, "as_of": none["as_of"]}  # type: ignore[index]
 
     table = cli("pending", "--limit", "2", "--scope", "tenant-a")
     assert "more: --after " in table.stdout and table.stdout.count("page-") == 2
