@@ -37,7 +37,7 @@ from tests.deployment import ANSWER, REQUEST, axes, sample_checkpoint, with_keyr
 from tests.integration.cli_support import Cli, Spawned, cli_env
 from tests.integration.test_observability import http_get
 from tests.integration.worker_support import Follower, running_worker, wait_owned
-from tests.kafka_helpers import eventually
+from tests.kafka_helpers import eventually, wait_until_consumed
 from turnlog import Settings, Turnlog
 from turnlog.kafka.finalization import UNFINALIZED_REASON
 from turnlog.kafka.topics import TopicSet
@@ -117,6 +117,15 @@ async def test_a_process_killed_in_the_crash_window_leaves_a_pause_its_owner_exp
     assert paused.token == ""
     kept = await tl.checkpoints.finalize(paused)
     assert kept.token and kept.pause.token_id == paused.pause.token_id
+    # Before any owner decides: status and pending count the crashed writer's pause apart.
+    cli = Cli(env)
+    status = cli.json("status")
+    pending = cli.json("pending")
+    assert isinstance(status, dict) and isinstance(pending, dict)
+    assert status["pending"] == 2 and status["unfinalized"] == 1, status
+    assert pending["unfinalized"] == 1, pending
+    marked = {row["token_id"]: row["unfinalized"] for row in pending["pending"]}
+    assert marked == {died["token_id"]: True, kept.pause.token_id: False}, marked
     dep = with_keyring(settings, Keyring.from_directory(tmp_path / "keys"))
     follower = Follower(bootstrap, TopicSet.from_settings(settings))
     await follower.start()
@@ -136,6 +145,11 @@ async def test_a_process_killed_in_the_crash_window_leaves_a_pause_its_owner_exp
             assert follower.expired(kept.pause.token_id) == []
             assert worker.store.is_spent(token_id)
             assert len(follower.resumed(kept.pause.token_id)) == 1  # resumed, not expired
+            await wait_until_consumed(bootstrap, settings.application_id, dep.topics.answers)
+        # The audit judges the crash window's expiry as any other: once, with its consumption.
+        audit = await asyncio.to_thread(cli.json, "audit")
+        assert isinstance(audit, dict)
+        assert (audit["resumed"], audit["expired"], audit["violations"]) == (1, 1, 0), audit
     finally:
         await follower.stop()
 
