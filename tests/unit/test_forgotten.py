@@ -153,9 +153,10 @@ def test_the_marker_lives_until_a_day_past_the_later_of_forget_and_deadline(
         assert not store.forgotten("other", later + 1)
 
 
-def test_a_store_keeps_no_byte_of_a_forgotten_thread_in_its_files(tmp_path: Path) -> None:
+async def test_a_store_keeps_no_byte_of_a_forgotten_thread_in_its_files(tmp_path: Path) -> None:
     """The WAL and the table files: the thread's text was in them; after the tombstones are
-    applied, with the store still open (a running worker's), no file holds it."""
+    applied (as a worker applies them: the compaction on a thread beside the event loop),
+    with the store still open, no file holds it."""
     gone, kept = f"GONE{uuid.uuid4().hex}", f"KEPT{uuid.uuid4().hex}"
     path = tmp_path / "db"
     now = _ms(datetime.now(UTC))
@@ -178,7 +179,7 @@ def test_a_store_keeps_no_byte_of_a_forgotten_thread_in_its_files(tmp_path: Path
         store.scrub({})  # the text in table files too, not only in the write-ahead log
         assert _holding(path, gone.encode()) and _holding(path, kept.encode())
 
-        applier.apply_now([TRec(TOPICS.pauses, 0, 5, pause_key("t-gone", "cp-1"), None, now)])
+        await applier.apply([TRec(TOPICS.pauses, 0, 5, pause_key("t-gone", "cp-1"), None, now)])
         assert store.forgotten("t-gone", now + 1) and store.latest("t-kept") is not None
         assert store.ledger("tok-t-gone") is None  # the held answer's text went with its row
         assert _holding(path, gone.encode()) == []

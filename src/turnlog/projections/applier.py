@@ -10,6 +10,7 @@ building the messages the store keeps as the record's own bytes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -60,9 +61,20 @@ class StoreApplier:
         self._forgot = False
 
     async def apply(self, records: Sequence[Record]) -> None:
-        self.apply_now(records)
+        deleted = self._apply(records)
+        if deleted is not None:
+            # On a thread: RocksDB's compaction lets go of the GIL, and it takes a second or
+            # two on a store of 100,000 pauses -- the event loop goes on meanwhile.
+            await asyncio.to_thread(self.store.scrub, deleted)
 
     def apply_now(self, records: Iterable[Record]) -> None:
+        deleted = self._apply(records)
+        if deleted is not None:
+            self.store.scrub(deleted)
+
+    def _apply(self, records: Iterable[Record]) -> dict[str, list[bytes]] | None:
+        """Apply ``records`` in one batch; what it deleted when it forgot a thread: a thread
+        forgotten leaves no copy in the store's files either (:meth:`Store.scrub`)."""
         ends: dict[tuple[str, int], int] = {}
         self._forgot = False
         with self.store.batch() as batch:
@@ -72,9 +84,7 @@ class StoreApplier:
             # The same atomic batch: one offset per partition, the last one applied.
             for (topic, partition), end in ends.items():
                 batch.set_offset(topic, partition, end)
-        if self._forgot:
-            # A thread was forgotten: no copy of it left in the store's files either.
-            self.store.scrub(batch.deleted())
+        return batch.deleted() if self._forgot else None
 
     def _apply_one(self, batch: Batch, record: Record) -> None:
         try:
