@@ -42,6 +42,15 @@ async def _partition_records(tl: Turnlog, topic: str, partition: int) -> list[Re
     return records
 
 
+def _holding(root: Path, marker: bytes) -> list[str]:
+    """Every file under ``root`` (the stores' directories) whose bytes hold ``marker``."""
+    return sorted(
+        str(f.relative_to(root))
+        for f in root.rglob("*")
+        if f.is_file() and marker in f.read_bytes()
+    )
+
+
 def _same_partition(thread: str, partitions: int) -> str:
     p = partition_for(thread, partitions)
     return next(t for i in range(1000) if partition_for(t := f"kept-{i}", partitions) == p)
@@ -76,6 +85,7 @@ async def test_an_answer_after_forget_is_refused_forgotten_and_leaves_no_content
             assert (await tl.outcome(sent.answer_id, timeout=60)).accepted
             [running] = tl._workers  # the worker's store, looked at in place
             assert running.store.pause_for_token(forgotten.token_id) is not None
+            assert _holding(tmp_path / "state", marker.encode())  # in its write-ahead log
 
             await forget_thread(settings, tl.topics, gone)
             late = await tl.answer(forgotten.token, _answer(marker), **forgotten.axes)
@@ -83,6 +93,10 @@ async def test_an_answer_after_forget_is_refused_forgotten_and_leaves_no_content
             assert result.rejected is not None, result
             assert (result.reason, result.rejected.step) == ("forgotten", 5), result
             assert marker not in (result.detail or "")
+
+            # The worker's store, still open, holds nothing of the thread in any of its files
+            # (write-ahead log flushed, the deleted ranges compacted).
+            assert _holding(tmp_path / "state", marker.encode()) == []
 
             # The thread's pause is answered again after it was forgotten: still refused.
             again = await tl.answer(forgotten.token, _answer(marker), **forgotten.axes)
@@ -159,6 +173,8 @@ async def test_trail_show_and_pending_say_forgotten_at_once(
     listed = cli.json("pending")
     assert isinstance(listed, dict)
     assert all(r["thread_id"] not in (answered, waiting) for r in listed["pending"]), listed
+    # No store on this machine (the worker's, the CLI's) holds the forgotten threads' text.
+    assert _holding(tmp_path / "state", marker.encode()) == []
     # never heard of: still "unknown"
     unknown = cli("show", f"never-{names.app}", check=1)
     assert "no checkpoint recorded" in unknown.stderr
