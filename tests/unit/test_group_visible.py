@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -31,7 +32,10 @@ from turnlog.contracts.events import AnswerRejected, TokenConsumed, TurnResumed
 from turnlog.contracts.group import call_state, calls_of, group_state
 from turnlog.contracts.interactions import ASK_USER
 from turnlog.contracts.visible import SUMMARY_CHARS
+from turnlog.inbox.views import pause_view
+from turnlog.projections.store import Store
 from turnlog.tokens import PauseClaims
+from turnlog.wire.codec import encode
 
 META = {"event_id": "e", "occurred_at": T0, "package_version": "test"}
 
@@ -142,6 +146,32 @@ def test_the_trail_shows_a_claim_row_as_who_continues_the_turn_not_a_second_spen
     assert done.detail == "continued by agent⟨U+202E⟩a (claim c-1), said done"
     spent = entry_of(dataclasses.replace(row, claim_state=""))
     assert spent is not None and spent.what == "spent"
+
+
+def test_the_inbox_names_who_continues_a_group_s_turn_on_its_held_call_too(
+    tmp_path: Path,
+) -> None:
+    pause = group_pause()
+    question, purchase = calls_of(pause)
+    at_ms = int(T0.timestamp() * 1000)
+    with Store.open(tmp_path / "projection") as store:
+        with store.batch() as batch:
+            batch.put_pause(
+                "thread-1", "cp-1", 1, encode(pause), token_id=pause.token_id,
+                expires_at_ms=int(pause.expires_at.timestamp() * 1000),
+                group_tokens=[c.token_id for c in calls_of(pause)],
+            )  # fmt: skip
+            batch.put_consumption("thread-1", purchase.token_id, "held", "a-1", "{}")
+            batch.put_consumption(
+                "thread-1", question.token_id, "resumed", "a-2",
+                claim=("c-1", "agent-a", at_ms, "claimed"),
+            )  # fmt: skip
+        for token in (question.token_id, purchase.token_id):
+            view = pause_view(store, token, T0)
+            assert view is not None and view.continued is not None
+            assert view.continued.startswith("Continued by agent-a since ")
+            assert view.continued.endswith("not done yet: still running, or its process died "
+                                           "before it said done")  # fmt: skip
 
 
 # -- an answer's outcome, as read so far --------------------------------------------------------

@@ -216,3 +216,27 @@ async def test_a_long_running_inbox_remembers_a_bounded_number_of_answers(
     assert svc.answered_here("t0") is None and svc.answered_here("t1") == "a1"
     waiting.cancel()
     svc._sent.clear()
+
+
+async def test_an_answered_pause_s_page_names_who_continues_its_turn(tmp_path: Path) -> None:
+    path = tmp_path / "claimed"
+    with Store.open(path) as store:
+        put(store, "claimed", "t-claimed")
+        with store.batch() as batch:
+            batch.put_consumption(
+                "claimed", "t-claimed", "resumed", "a-1",
+                claim=("c-1", "<b>agent</b>\u202e", 1_764_957_600_000, "claimed"),
+            )  # fmt: skip
+    ring = Keyring.ed25519("k", generate_ed25519("k")[0])
+    settings = Settings(bootstrap_servers="127.0.0.1:1", state_dir=tmp_path / "state")
+    viewers = ViewerTokens(Keyring.ed25519("v", generate_ed25519("v")[0]))
+    async with (
+        Turnlog(settings, keyring=ring) as tl,
+        InboxService(tl, path, projection_wait=0) as service,
+    ):
+        transport = httpx.ASGITransport(app=create_app(service, viewers))
+        async with httpx.AsyncClient(transport=transport, base_url=BASE) as http:
+            await Client(http, viewers, service).login("tenant-a")
+            page = (await http.get("/pause/t-claimed")).text
+    assert "Continued by &lt;b&gt;agent&lt;/b&gt;⟨U+202E⟩ since 2025-12-05 18:00:00 UTC" in page
+    assert "not done yet: still running, or its process died before it said done" in page

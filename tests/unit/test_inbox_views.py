@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,29 @@ def test_one_pause_says_whether_it_is_pending_answered_or_expired(store: Store) 
         batch.put_consumption("old-a", "t1", "expired", "")
     spent = pause_view(store, "t1", NOW)
     assert spent is not None and spent.status == EXPIRED
+
+
+def test_an_answered_pause_names_who_continues_its_turn_done_or_not(store: Store) -> None:
+    assert pause_view(store, "t4", NOW).continued is None  # resumed, nobody claimed it yet
+    at_ms = int(datetime(2026, 12, 5, 18, 0, tzinfo=UTC).timestamp() * 1000)
+    with store.batch() as batch:
+        batch.put_consumption(
+            "spent-a", "t4", "resumed", "answer-1", claim=("c-1", "agent-a", at_ms, "claimed")
+        )
+    view = pause_view(store, "t4", NOW)
+    assert view is not None and view.status == ANSWERED
+    assert view.continued == (
+        "Continued by agent-a since 2026-12-05 18:00:00 UTC, not done yet: still running, or "
+        "its process died before it said done"
+    )
+    with store.batch() as batch:
+        batch.put_consumption(
+            "spent-a", "t4", "resumed", "answer-1", claim=("c-1", "agent-a", at_ms, "finished")
+        )
+    done = pause_view(store, "t4", NOW)
+    assert done is not None and done.continued == (
+        "Continued by agent-a since 2026-12-05 18:00:00 UTC, done"
+    )
 
 
 def test_a_pause_shows_its_question_or_its_call_each_argument_whole(store: Store) -> None:

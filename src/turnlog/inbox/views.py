@@ -17,9 +17,9 @@ from typing import Any, Final
 
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL
 from turnlog.contracts.events import PauseRecorded
-from turnlog.contracts.group import view_for_token
+from turnlog.contracts.group import calls_of, view_for_token
 from turnlog.contracts.interactions import ASK_USER
-from turnlog.contracts.ledger import Outcome
+from turnlog.contracts.ledger import ClaimState, LedgerEntry, Outcome
 from turnlog.contracts.visible import marks
 from turnlog.errors import DecodeError
 from turnlog.inbox.auth import Viewer
@@ -129,6 +129,22 @@ class PauseView:
 
     recorded: PauseRecorded
     status: str  # pending, answered, expired
+    #: The ledger row holding the continuation claim of the turn this pause resumed (for a
+    #: pause of several calls, the group's turn), when somebody claimed it.
+    claim: LedgerEntry | None = None
+
+    @property
+    def continued(self) -> str | None:
+        """Who continues the resumed turn, when, and whether they said done (unmarked: the
+        page marks it)."""
+        if self.claim is None:
+            return None
+        at = datetime.fromtimestamp(self.claim.claimed_at_ms / 1000, UTC)
+        who = self.claim.claimant or "an unnamed process"
+        said = f"Continued by {who} since {at.strftime('%Y-%m-%d %H:%M:%S')} UTC"
+        if self.claim.claim_state == ClaimState.FINISHED:
+            return f"{said}, done"
+        return f"{said}, not done yet: still running, or its process died before it said done"
 
     @property
     def token_id(self) -> str:
@@ -279,7 +295,8 @@ def pause_view(store: Store, token_id: str, now: datetime) -> PauseView | None:
         return None
     try:
         # A pause of several calls, as this token's own call sees it.
-        recorded = view_for_token(decode(info.value, PauseRecorded), token_id)
+        full = decode(info.value, PauseRecorded)
+        recorded = view_for_token(full, token_id)
     except DecodeError:
         return None
     spent = store.ledger(token_id)
@@ -289,7 +306,18 @@ def pause_view(store: Store, token_id: str, now: datetime) -> PauseView | None:
         status = EXPIRED
     else:
         status = PENDING
-    return PauseView(recorded, status)
+    return PauseView(recorded, status, _claim(store, full, spent))
+
+
+def _claim(store: Store, pause: PauseRecorded, spent: LedgerEntry | None) -> LedgerEntry | None:
+    """The claimed ledger row of the turn ``pause`` resumed: the token's own, or, for a call
+    held for its group, the row of the call whose answer resumed the group."""
+    if spent is None or spent.outcome == Outcome.EXPIRED:
+        return None
+    rows = [spent] if spent.outcome == Outcome.RESUMED else []
+    if spent.outcome == Outcome.HELD:
+        rows = [r for r in store.ledgers([c.token_id for c in calls_of(pause)]) if r is not None]
+    return next((r for r in rows if r.outcome == Outcome.RESUMED and r.claimed), None)
 
 
 @dataclass(frozen=True, slots=True)
