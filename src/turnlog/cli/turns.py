@@ -345,7 +345,9 @@ async def pending(
             for row in rows:
                 recorded = recorded_of(store, row["token_id"])
                 row["token"] = None if recorded is None else reissued(settings, recorded)
-        claims = unfinished_claims(store, now_ms)
+        # The first page says which resumed turns are claimed and not done: a read of the
+        # ledger (bounded by retirement), so the pages after it stay a page's cost.
+        claims = unfinished_claims(store, now_ms) if after is None else []
         fresh = freshness(store)
     if as_json:
         print_json(
@@ -366,7 +368,7 @@ async def pending(
     out.print(table)
     if page.next is not None:
         out.print(f"more: --after {page.next}", soft_wrap=True, highlight=False)
-    if claims and after is None:
+    if claims:
         out.print(
             f"resumed, claimed, not finished ({RETAKE_HINT}):", highlight=False, soft_wrap=True
         )
