@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -85,34 +85,54 @@ async def _partitions(
     return tps
 
 
+async def _read_ranges(
+    consumer: AIOKafkaConsumer, ranges: Mapping[TopicPartition, tuple[int, int]], deadline: float
+) -> dict[TopicPartition, list[int]]:
+    """The timestamps of the committed records in ``[low, high)`` of each partition, all read
+    side by side (one consumer, every partition assigned at once)."""
+    stamps: dict[TopicPartition, list[int]] = {tp: [] for tp in ranges}
+    todo = {tp: span for tp, span in ranges.items() if span[0] < span[1]}
+    if not todo:
+        return stamps
+    consumer.assign(list(todo))
+    for tp, (low, _) in todo.items():
+        consumer.seek(tp, low)
+    loop = asyncio.get_running_loop()
+    while True:
+        behind = [tp for tp, (_, high) in todo.items() if await consumer.position(tp) < high]
+        if not behind:
+            return stamps
+        if loop.time() > deadline:
+            tp = behind[0]
+            raise BrokerUnavailable(f"could not read {tp.topic}[{tp.partition}] in time")
+        batch = await consumer.getmany(*behind, timeout_ms=200)
+        for tp, records in batch.items():
+            high = todo[tp][1]
+            stamps[tp].extend(int(r.timestamp or 0) for r in records if r.offset < high)
+
+
 async def newest_timestamps(
     consumer: AIOKafkaConsumer, tps: Sequence[TopicPartition], timeout: float
 ) -> dict[TopicPartition, int | None]:
-    """Each partition's newest committed record's timestamp, read from its tail backwards."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
+    """Each partition's newest committed record's timestamp, read from its tail backwards (a
+    tail of transaction markers only is looked behind, further each time)."""
+    deadline = asyncio.get_running_loop().time() + timeout
     starts = await consumer.beginning_offsets(list(tps))
     ends = await consumer.end_offsets(list(tps))
-    found: dict[TopicPartition, int | None] = {}
-    for tp in tps:
-        end, first = ends[tp], starts[tp]
-        newest: int | None = None
-        low = end
-        while newest is None and low > first:
-            high, low = low, max(first, low - _TAIL)
-            consumer.assign([tp])
-            consumer.seek(tp, low)
-            while await consumer.position(tp) < high:
-                if loop.time() > deadline:
-                    raise BrokerUnavailable(
-                        f"could not read the tail of {tp.topic}[{tp.partition}]"
-                    )
-                batch = await consumer.getmany(tp, timeout_ms=200)
-                for record in batch.get(tp, []):
-                    if record.offset < high:
-                        stamp = int(record.timestamp or 0)
-                        newest = stamp if newest is None else max(newest, stamp)
-        found[tp] = newest
+    found: dict[TopicPartition, int | None] = dict.fromkeys(tps)
+    spans = {tp: (max(starts[tp], ends[tp] - _TAIL), ends[tp]) for tp in tps}
+    depth = _TAIL
+    while spans:
+        read = await _read_ranges(consumer, spans, deadline)
+        for tp, stamps in read.items():
+            if stamps:
+                found[tp] = max(stamps)
+        depth *= 4
+        spans = {
+            tp: (max(starts[tp], low - depth), low)
+            for tp, (low, _) in spans.items()
+            if found[tp] is None and low > starts[tp]
+        }
     return found
 
 
@@ -129,47 +149,21 @@ async def mirror_lag(
         newest = await newest_timestamps(b, tps_b, timeout)
         ends_a = await a.end_offsets(tps_a)
         after = await a.offsets_for_times({tp: (newest.get(tp) or -1) + 1 for tp in tps_a})
+        spans = {tp: (first.offset, ends_a[tp]) for tp, first in after.items() if first is not None}
+        deadline = asyncio.get_running_loop().time() + timeout
+        read = await _read_ranges(a, spans, deadline)
         now = time.time()
         lags = []
         for tp in tps_a:
-            first = after.get(tp)
-            stamps = (
-                []
-                if first is None
-                else await _after(a, tp, first.offset, ends_a[tp], newest.get(tp), timeout)
-            )
+            # Read, not counted from offsets: a transaction's commit marker is stamped after its
+            # records, so the first offset after B's newest is often a marker, nothing behind.
+            b_newest = newest.get(tp)
+            stamps = [t for t in read.get(tp, []) if b_newest is None or t > b_newest]
             lag = max(0.0, now - min(stamps) / 1000) if stamps else 0.0
-            lags.append(PartitionLag(tp.topic, tp.partition, len(stamps), lag, newest.get(tp)))
+            lags.append(PartitionLag(tp.topic, tp.partition, len(stamps), lag, b_newest))
         return lags
     finally:
         await asyncio.gather(close_consumer(a), close_consumer(b))
-
-
-async def _after(
-    consumer: AIOKafkaConsumer,
-    tp: TopicPartition,
-    start: int,
-    end: int,
-    newest_b: int | None,
-    timeout: float,
-) -> list[int]:
-    """The timestamps of A's committed records from ``start`` to ``end`` newer than B's newest.
-    Read, not counted from offsets: a transaction's commit marker is stamped after its records,
-    so the first offset after B's newest is often a marker, and nothing is behind."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    consumer.assign([tp])
-    consumer.seek(tp, start)
-    stamps: list[int] = []
-    while await consumer.position(tp) < end:
-        if loop.time() > deadline:
-            raise BrokerUnavailable(f"could not read {tp.topic}[{tp.partition}] to its end")
-        batch = await consumer.getmany(tp, timeout_ms=200)
-        for record in batch.get(tp, []):
-            stamp = int(record.timestamp or 0)
-            if record.offset < end and (newest_b is None or stamp > newest_b):
-                stamps.append(stamp)
-    return stamps
 
 
 def worst(lags: Sequence[PartitionLag]) -> tuple[int, float]:
