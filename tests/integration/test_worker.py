@@ -351,6 +351,7 @@ ELSEWHERE = {
     "answer_too_large",
     "answer_unprocessable",
     "approval_mismatch",
+    "forgotten",  # tests/integration/test_forget_answer.py
 }
 
 

@@ -195,3 +195,29 @@ def _holding(path: Path, marker: bytes) -> list[str]:
 
 def _holding_file(path: Path, marker: bytes) -> bool:
     return path.is_file() and marker in path.read_bytes()
+
+
+def test_one_checkpoint_tombstoned_leaves_the_thread_and_its_ledger(tmp_path: Path) -> None:
+    """A tombstone of one of a thread's checkpoints drops that one; the thread is forgotten only
+    once none is left (``forget`` tombstones each), its ledger rows going with the last."""
+    now = _ms(datetime.now(UTC))
+    with Store.open(tmp_path / "db") as store:
+        apply = StoreApplier(store, TOPICS).apply_now
+        first = make_pause(make_checkpoint(thread_id="t", checkpoint_id="cp-1"), token_id="k1")
+        second = make_pause(make_checkpoint(thread_id="t", checkpoint_id="cp-2"), token_id="k2")
+        spent = TokenConsumed(
+            event_id="e", occurred_at=NOW, package_version="0", token_id="k2", answer_id="a",
+            thread_id="t", checkpoint_id="cp-2", outcome="held", response_json="{}",
+        )  # fmt: skip
+        apply(
+            [
+                TRec(TOPICS.pauses, 0, 0, pause_key("t", "cp-1"), encode(first), now),
+                TRec(TOPICS.pauses, 0, 1, pause_key("t", "cp-2"), encode(second), now),
+                TRec(TOPICS.consumptions, 0, 0, consumption_key("t", "k2"), encode(spent), now),
+            ]
+        )
+        apply([TRec(TOPICS.pauses, 0, 2, pause_key("t", "cp-1"), None, now)])
+        assert store.pause_for_token("k1") is None and store.pause_for_token("k2") is not None
+        assert store.ledger("k2") is not None and not store.forgotten("t", now + 1)
+        apply([TRec(TOPICS.pauses, 0, 3, pause_key("t", "cp-2"), None, now)])
+        assert store.ledger("k2") is None and store.forgotten("t", now + 1)

@@ -109,10 +109,13 @@ class StoreApplier:
         if record.value is None:
             if record.key is None:
                 raise DecodeError("tombstone_without_key", "a pauses tombstone must have a key")
-            # Only ``forget`` writes a pauses tombstone: the whole thread goes (its ledger rows
-            # too, a held answer's text with them), and the store remembers it was forgotten.
+            # ``forget`` writes one per checkpoint: once the thread holds none, it goes whole
+            # (its ledger rows too, a held answer's text with them), and the store remembers
+            # it was forgotten (a marker counts only while no checkpoint of the thread is left).
             thread_id, checkpoint_id = split_key(record.key)
-            deadlines = (batch.delete_pause(thread_id, checkpoint_id), batch.forget(thread_id))
+            deadlines = [batch.delete_pause(thread_id, checkpoint_id)]
+            if not batch.holds_thread(thread_id):
+                deadlines.append(batch.forget(thread_id))
             stamp = getattr(record, "timestamp", None)
             at_ms = stamp if isinstance(stamp, int) and stamp > 0 else int(time.time() * 1000)
             batch.mark_forgotten(thread_id, at_ms, max((d for d in deadlines if d), default=None))

@@ -367,6 +367,10 @@ class Batch:
             self._delete(CHECKPOINTS, key)
         return latest
 
+    def holds_thread(self, thread_id: str) -> bool:
+        """Whether any checkpoint of the thread is left."""
+        return bool(self._keys(PAUSES, thread_prefix(thread_id)))
+
     def mark_forgotten(self, thread_id: str, forgotten_at_ms: int, deadline_ms: int | None) -> None:
         """Remember that the thread was forgotten (:mod:`turnlog.projections.forgotten`), and
         drop the markers past their bound."""
