@@ -1,6 +1,7 @@
 """``turnlog tail`` and ``turnlog project`` when their broker goes away under them (issue 37,
 item 5): each says so once -- one line when it went, then, past ``TURNLOG_BROKER_TIMEOUT``,
-its one error line and exit 4 -- and nothing else about it.
+its one error line and exit 4 -- and nothing else about it; a tail that never reached its
+broker likewise (``test_first_contact.py`` holds project and the other verbs to it).
 
 Before, ``tail`` said nothing at all: aiokafka retries inside ``getmany``, which returned
 nothing, so a tail whose broker stopped waited out its idle time (an hour by default) in
@@ -20,6 +21,7 @@ from tests.brokers import OwnBroker
 from tests.conftest import Names
 from tests.deployment import sample_checkpoint
 from tests.integration.cli_support import EXIT_BROKER, Cli, Spawned, cli_env
+from tests.integration.test_first_contact import closed_address
 from turnlog.clock import utc_now
 from turnlog.contracts.events import TurnResumed
 from turnlog.wire.codec import encode
@@ -88,3 +90,18 @@ async def test_tail_and_project_say_once_that_their_broker_went_then_exit_4(
         assert len(went) == 1 and f"{who}: broker unreachable" in went[0], lines
         assert "Traceback" not in "\n".join(lines), lines
     assert tail_took < BUDGET + 30, tail_took
+
+
+def test_tail_at_a_never_reached_address_says_it_once_then_its_error_line(
+    names: Names, tmp_path: Path
+) -> None:
+    address = closed_address()
+    env = cli_env(address, names.prefix, names.app, tmp_path)
+    cli = Cli({**env, "TURNLOG_CONNECT_TIMEOUT": "2", "TURNLOG_BROKER_TIMEOUT": "60"})
+    ran = cli("tail", "resumed", check=EXIT_BROKER, timeout=60)
+    # One line when the wait begins (a long-running verb's), then the error line, nothing else.
+    assert len(ran.lines) == 2, ran.lines
+    assert f"tail (Kafka at {address}): broker unreachable, never reached yet" in ran.lines[0]
+    assert ran.lines[1].startswith(f"error: Kafka at {address} is not reachable: tail"), ran.lines
+    assert "never reached in 2s (TURNLOG_CONNECT_TIMEOUT=2)" in ran.lines[1], ran.lines
+    assert ran.seconds < 30, ran.seconds
