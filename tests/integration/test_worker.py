@@ -352,6 +352,10 @@ ELSEWHERE = {
     "answer_unprocessable",
     "approval_mismatch",
     "forgotten",  # tests/integration/test_forget_answer.py
+    # a claim's refusals (step 8, no answer's): tests/integration/test_continuation.py
+    "not_resumed",
+    "already_continued",
+    "claim_not_held",
 }
 
 
