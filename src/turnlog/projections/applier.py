@@ -190,8 +190,12 @@ class StoreApplier:
         with self.store.batch() as batch:
             batch.put_consumptions(
                 (
-                    entry.thread_id, token_id, entry.outcome, entry.answer_id,
-                    entry.response_json, claim_of(entry),
-                )  # fmt: skip
+                    entry.thread_id,
+                    token_id,
+                    entry.outcome,
+                    entry.answer_id,
+                    entry.response_json,
+                    claim_of(entry),
+                )
                 for token_id, entry in spent.items()
             )

@@ -318,9 +318,7 @@ class Batch:
         token = token_id.encode()
         if (previous := self._get(LEDGER, token)) is not None:
             self._delete(THREAD_TOKENS, thread_token_key(load(previous)["thread_id"], token_id))
-        self._put(
-            LEDGER, token, dump_ledger(outcome, answer_id, thread_id, response_json, claim)
-        )
+        self._put(LEDGER, token, dump_ledger(outcome, answer_id, thread_id, response_json, claim))
         self._put(THREAD_TOKENS, by_thread, b"")
         if (info := self._get(TOKENS, token)) is not None:
             pause = load(info)
