@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import httpx
 from a2a.client import ClientConfig, ClientFactory
 from a2a.client.client import Client
 from a2a.helpers.proto_helpers import new_text_message
+from a2a.server.agent_execution import AgentExecutor
 from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import DefaultRequestHandlerV2
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.types.a2a_pb2 import AgentCard, Message, Role, SendMessageRequest, StreamResponse
 from starlette.applications import Starlette
 
@@ -66,12 +70,28 @@ class Replica:
                 await client.close()
 
 
+def _closing(handler: DefaultRequestHandlerV2) -> Callable[[Starlette], Any]:
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await handler.aclose()  # the claims being said done, then the SDK's tasks
+
+    return lifespan
+
+
 @asynccontextmanager
 async def replica(
-    settings: Settings, ran: list[str], name: str, gate: asyncio.Event | None = None
+    settings: Settings,
+    ran: list[str],
+    name: str,
+    gate: asyncio.Event | None = None,
+    *,
+    agent: Callable[[A2ADoor], AgentExecutor] | None = None,
+    timeout: float = 45,
 ) -> AsyncIterator[Replica]:
-    """A replica whose deploy appends to ``ran`` and then, when ``gate`` is given, waits for it:
-    a test holds a deploy open to see what the other replica does meanwhile."""
+    """A replica of the example's agent whose deploy appends to ``ran`` and then, when ``gate``
+    is given, waits for it: a test holds a deploy open to see what the other replica does
+    meanwhile. ``agent`` runs another executor instead."""
 
     async def deploy(service: str, region: str, idempotency_key: str) -> None:
         ran.append(f"deployed {service} to {region}")
@@ -79,8 +99,13 @@ async def replica(
             await gate.wait()
 
     async with Turnlog(settings) as tl, TaskLog(settings) as tasks:
-        door = A2ADoor(tl, tasks, owner_resolver=owner_of, claimant=name, timeout=45)
-        app = AGENT.build_app(door, deploy, URL)
+        door = A2ADoor(tl, tasks, owner_resolver=owner_of, claimant=name, timeout=timeout)
+        if agent is None:
+            app = AGENT.build_app(door, deploy, URL)
+        else:
+            handler = door.request_handler(agent(door), CARD)
+            routes = create_jsonrpc_routes(handler, "/") + create_agent_card_routes(CARD)
+            app = Starlette(routes=routes, lifespan=_closing(handler))
         async with app.router.lifespan_context(app):
             yield Replica(tl, door, app)
 

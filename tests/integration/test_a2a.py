@@ -16,9 +16,12 @@ from pathlib import Path
 
 import pytest
 from a2a.auth.user import User
-from a2a.helpers.proto_helpers import new_task
+from a2a.helpers.proto_helpers import new_task, new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.cluster import ConcurrentTaskModificationError, TaskVersion
 from a2a.server.context import ServerCallContext
+from a2a.server.events.event_queue import EventQueue
+from a2a.server.tasks import TaskUpdater
 from a2a.types.a2a_pb2 import (
     GetTaskRequest,
     StreamResponse,
@@ -34,8 +37,9 @@ from tests.integration.a2a_support import Replica, message, replica, send, text_
 from tests.integration.cli_support import Cli
 from tests.integration.test_api import api_settings
 from turnlog import reject
-from turnlog.a2a import KafkaTaskEventStream, KafkaTaskStore, TaskLog
+from turnlog.a2a import A2ADoor, KafkaTaskEventStream, KafkaTaskStore, TaskLog, continuation
 from turnlog.clock import utc_now
+from turnlog.contracts.interactions import ASK_USER
 from turnlog.tokens import Keyring, TokenIssuer, generate_ed25519
 
 pytestmark = pytest.mark.timeout(180)
@@ -287,3 +291,72 @@ async def test_a_pause_answered_outside_a2a_is_continued_with_that_answer_by_the
         assert late.task.status.state == TaskState.TASK_STATE_REJECTED
         assert ran == []
         assert not worker.done()
+
+
+class _TwoQuestions(AgentExecutor):
+    """Asks twice on one task (region, then approval), then completes with both answers."""
+
+    def __init__(self, door: A2ADoor) -> None:
+        self.door = door
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        task_id, context_id = str(context.task_id), str(context.context_id)
+        held = continuation(context)
+        if held is None:
+            history = [context.message] if context.message is not None else []
+            await event_queue.enqueue_event(
+                new_task(task_id, context_id, TaskState.TASK_STATE_SUBMITTED, history=history)
+            )
+            await self.door.ask(context, event_queue, "Which region?")
+        elif held.link.interaction == ASK_USER:
+            await self.door.ask(context, event_queue, f"Deploy to {held.answer_text}?",
+                                tool="deploy", arguments={"region": held.answer_text})  # fmt: skip
+        else:
+            updater = TaskUpdater(event_queue, task_id, context_id)
+            said = f"{held.response['decision']}d {held.arguments['region']}"
+            await updater.complete(updater.new_agent_message([new_text_part(said)]))
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError
+
+
+async def test_a_message_that_answered_one_question_never_answers_the_next(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    settings = api_settings(bootstrap, names, tmp_path)
+    async with replica(settings, [], "replica-a", agent=_TwoQuestions) as a:
+        worker = asyncio.create_task(a.tl.run_worker())
+        async with a.client() as client:
+            first = (await send(client, message("deploy billing"))).task
+            assert text_of(first.status.message) == "Which region?"
+            ids = {"task_id": first.id, "context_id": first.context_id}
+            region = message("eu-west", message_id="m-region", **ids)
+            second = (await send(client, region)).task
+            assert second.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+            assert text_of(second.status.message) == "Deploy to eu-west?"
+            # The first answer sent again (a late retry): it is no answer to the new question.
+            with pytest.raises(A2AError, match=r"^message_reused: message m-region answered"):
+                await send(client, message("approve", message_id="m-region", **ids))
+            done = (await send(client, message("approve", message_id="m-go", **ids))).task
+            assert done.status.state == TaskState.TASK_STATE_COMPLETED
+            assert text_of(done.status.message) == "approved eu-west"
+            again = (await send(client, message("approve", message_id="m-go", **ids))).task
+            assert again.status.state == TaskState.TASK_STATE_COMPLETED
+        assert not worker.done()
+
+
+async def test_a_continuation_no_worker_decides_is_refused_by_name_and_runs_nothing(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    settings = api_settings(bootstrap, names, tmp_path)
+    ran: list[str] = []
+    async with replica(settings, ran, "replica-a", timeout=3) as a:
+        task_id, context_id = await _paused_task(a)  # pausing needs no worker
+        approve = message("approve", task_id=task_id, context_id=context_id, message_id="m-1")
+        waiting = await _outcome(a, approve)
+        assert isinstance(waiting, A2AError), waiting
+        assert str(waiting).startswith("not_decided: no worker decided"), str(waiting)
+        async with a.client() as client:
+            still = await client.get_task(GetTaskRequest(id=task_id))
+        assert still.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert ran == []

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from turnlog.a2a import PauseLink, TaskFold, owner_scope, response_from_text
-from turnlog.a2a.fold import CANCEL, DELETE, PAUSE, SAVE, BadTaskRecord, Entry
+from turnlog.a2a.fold import CANCEL, CONTINUED, DELETE, PAUSE, SAVE, BadTaskRecord, Entry
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, arguments_hash
 from turnlog.contracts.interactions import ASK_USER
 
@@ -145,3 +145,21 @@ def test_a_continuing_messages_text_is_an_approval_a_rejection_an_answer_or_noth
 def test_the_pause_scope_is_a_digest_of_the_owner() -> None:
     assert owner_scope("alice") == owner_scope("alice") != owner_scope("mallory")
     assert "alice" not in owner_scope("alice") and owner_scope("").startswith("a2a-")
+
+
+def test_which_message_continued_which_pause_is_kept_for_the_tasks_owner_only() -> None:
+    first = PauseLink("tok-1", "jti-1", "c1", ASK_USER)
+    second = PauseLink("tok-2", "jti-2", "c2", APPROVE_TOOL_CALL, "deploy", "{}")
+    fold, counted = _fold(
+        Entry(CONTINUED, "t", "alice", "x0", link=first, message_id="m-1"),  # no task yet
+        _save("t", 0, "a"),
+        Entry(CONTINUED, "t", "alice", "x1", link=first, message_id="m-1"),
+        Entry(CONTINUED, "t", "mallory", "x2", link=second, message_id="m-2"),
+        Entry(CONTINUED, "t", "alice", "x3", link=second, message_id=""),
+        Entry(CONTINUED, "t", "alice", "x4", link=second, message_id="m-2"),
+    )
+    assert counted == [False, True, True, False, False, True]
+    assert fold.continued_pause("t", "alice", "m-1") == "jti-1"
+    assert fold.continued_pause("t", "alice", "m-2") == "jti-2"
+    assert fold.continued_pause("t", "mallory", "m-1") is None
+    assert fold.continued_pause("t", "alice", "m-3") is None

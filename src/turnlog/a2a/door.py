@@ -17,7 +17,9 @@ side effect ran twice.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import uuid
 from collections.abc import Mapping
 from datetime import timedelta
@@ -65,6 +67,9 @@ from turnlog.contracts.approvals import (
 from turnlog.contracts.checkpoint import ReservedCall, TurnCheckpoint, captured_messages
 from turnlog.contracts.interactions import ASK_USER
 from turnlog.contracts.refusals import Refused
+from turnlog.errors import TurnlogError
+
+log = logging.getLogger(__name__)
 
 #: Where a won claim rides from the context builder to ``execute()``: the request's own
 #: ``ServerCallContext.state``, so nothing outlives the request in the process.
@@ -107,19 +112,27 @@ class _DoorHandler(DefaultRequestHandlerV2):
         sent: Message | Task = await super().on_message_send(params, context)
         return sent
 
+    async def aclose(self) -> None:
+        """The claims still being said done first (a replica stopping right after a task
+        finished), then the SDK's own teardown."""
+        await self.door.finishing()
+        await super().aclose()
+
 
 class _Finishing(AgentExecutor):
     """The agent's executor, saying done on the claim once ``execute()`` returned: a claim
-    whose holder died mid-way stays taken (``turnlog show``), to be retaken knowingly."""
+    whose holder died mid-way stays taken (``turnlog show``), to be retaken knowingly. Done
+    is said beside the response, not before it, and a stopping replica waits for it."""
 
-    def __init__(self, inner: AgentExecutor) -> None:
+    def __init__(self, inner: AgentExecutor, door: A2ADoor) -> None:
         self.inner = inner
+        self.door = door
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         await self.inner.execute(context, event_queue)
         held = continuation(context)
         if held is not None:
-            await held.claim.done()
+            self.door.finish(held, str(context.task_id))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         await self.inner.cancel(context, event_queue)
@@ -159,6 +172,27 @@ class A2ADoor:
         self.timeout = timeout
         self.store = KafkaTaskStore(tasks, owner_resolver=owner_resolver)
         self.stream = KafkaTaskEventStream(tasks)
+        self._finishing: set[asyncio.Task[None]] = set()
+
+    def finish(self, held: A2AContinuation, task_id: str) -> None:
+        """Say done on ``held``'s claim, in a task of its own that the request's cancellation
+        does not reach; :meth:`finishing` waits for every one still under way."""
+        done = asyncio.ensure_future(self._finish(held, task_id))
+        self._finishing.add(done)
+        done.add_done_callback(self._finishing.discard)
+
+    async def _finish(self, held: A2AContinuation, task_id: str) -> None:
+        try:
+            await held.claim.done()
+        except (TurnlogError, TimeoutError) as exc:
+            # The agent's work is done and saved: it is not failed for this. The claim stays
+            # taken and visible (``turnlog show``), every later message refused.
+            log.warning("task %s ran, but its claim was not marked done: %s", task_id, exc)
+
+    async def finishing(self) -> None:
+        """Wait until every claim this door is saying done is decided."""
+        while self._finishing:
+            await asyncio.wait(set(self._finishing))
 
     def request_handler(
         self, executor: AgentExecutor, agent_card: AgentCard, **options: Any
@@ -170,7 +204,7 @@ class A2ADoor:
         per paused task for as long as the person takes (a later message re-reads it)."""
         options.setdefault("interrupted_task_timeout", 60.0)
         handler = _DoorHandler(
-            _Finishing(executor),
+            _Finishing(executor, self),
             self.store,
             agent_card,
             event_stream=self.stream,
@@ -254,13 +288,8 @@ class A2ADoor:
         stored = self.tasks.fold.owned(message.task_id, owner)
         if link is None or stored is None or stored.state not in TERMINAL:
             return None
-        try:
-            turn = await self.tl.peek_resumed_turn(
-                message.task_id, token_id=link.token_id, timeout=self.timeout
-            )
-        except TimeoutError:
-            return None
-        if turn.answer_id != answer_id(message.task_id, message):
+        continued = self.tasks.fold.continued_pause(message.task_id, owner, message.message_id)
+        if continued != link.token_id:
             return None
         task = Task()
         task.ParseFromString(stored.task)
@@ -284,6 +313,13 @@ class A2ADoor:
                 "already_continued",
                 f"task {task_id} is finished ({stored.state}); read it with GetTask",
             )
+        earlier = self.tasks.fold.continued_pause(task_id, owner, message.message_id)
+        if earlier is not None and earlier != link.token_id:
+            raise refusal(
+                "message_reused",
+                f"message {message.message_id} answered an earlier question of task {task_id}; "
+                "a new answer is a new message",
+            )
         text = get_message_text(message)
         response = self.response_of(link, text)
         if response is None:
@@ -295,15 +331,22 @@ class A2ADoor:
             "run_id": task_id,
             "call_id": link.call_id,
         }
-        await self._answer(link, task_id, owner, response, answer_id(task_id, message), axes)
         try:
+            await self._answer(link, task_id, owner, response, answer_id(task_id, message), axes)
             claim = await self.tl.continue_turn(
                 link.token, timeout=self.timeout, claimant=self.claimant
             )
+        except TimeoutError:  # no outcome, no resumed turn or no claim decision in time
+            raise refusal(
+                "not_decided",
+                f"no worker decided the answer to task {task_id} within {self.timeout:.0f}s "
+                "(is a turnlog worker running?); send the same message again",
+            ) from None
         except AlreadyContinued as taken:
             raise refusal("already_continued", taken.refusal.detail) from None
         except ContinuationRefused as refused:
             raise refusal(refused.refusal.reason, refused.refusal.detail) from None
+        await self.tasks.note_continued(task_id, owner, link, message.message_id)
         consumed = json.loads(claim.turn.response_json)
         return A2AContinuation(claim, link, consumed)
 

@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SAVE, CANCEL, PAUSE, DELETE = "save", "cancel", "pause", "delete"
-KINDS = frozenset({SAVE, CANCEL, PAUSE, DELETE})
+#: A message that won the claim of a pause: which message continued which pause of a task.
+CONTINUED = "continued"
+KINDS = frozenset({SAVE, CANCEL, PAUSE, DELETE, CONTINUED})
 #: The A2A task states after which nothing continues a task (the SDK's terminal states).
 TERMINAL = frozenset(
     {"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_FAILED", "TASK_STATE_REJECTED"}
@@ -62,6 +64,8 @@ class Entry:
     task: bytes = b""
     event: bytes = b""
     link: PauseLink | None = None
+    #: For ``continued``: the message that continued the pause ``link.token_id`` names.
+    message_id: str = ""
 
     def encode(self) -> bytes:
         body: dict[str, Any] = {
@@ -74,6 +78,7 @@ class Entry:
             "state": self.state,
             "task": base64.b64encode(self.task).decode(),
             "event": base64.b64encode(self.event).decode(),
+            "message_id": self.message_id,
         }
         if self.link is not None:
             body["link"] = {
@@ -111,6 +116,7 @@ class Entry:
                 task=base64.b64decode(body["task"]),
                 event=base64.b64decode(body["event"]),
                 link=link,
+                message_id=str(body.get("message_id", "")),
             )
         except BadTaskRecord:
             raise
@@ -135,6 +141,8 @@ class TaskFold:
 
     tasks: dict[str, StoredTask] = field(default_factory=dict)
     links: dict[str, tuple[str, PauseLink]] = field(default_factory=dict)
+    #: Per task: each message that continued one of its pauses, and that pause's token id.
+    continued: dict[str, dict[str, str]] = field(default_factory=dict)
     #: Every record key of a task id, counted or void: what deleting the task tombstones.
     keys: dict[str, list[bytes]] = field(default_factory=dict)
     #: The next offset to fold, per partition.
@@ -163,12 +171,18 @@ class TaskFold:
         if entry.kind == DELETE:
             self.tasks.pop(entry.task_id, None)
             self.links.pop(entry.task_id, None)
+            self.continued.pop(entry.task_id, None)
             self.keys.pop(entry.task_id, None)
             return current is not None
         if entry.kind == PAUSE:
             if entry.link is None:
                 return False
             self.links[entry.task_id] = (entry.owner, entry.link)
+            return True
+        if entry.kind == CONTINUED:
+            if current is None or entry.link is None or not entry.message_id:
+                return False
+            self.continued.setdefault(entry.task_id, {})[entry.message_id] = entry.link.token_id
             return True
         if entry.kind == CANCEL:
             # A cancel overwrites any unfinished task without a version check, as the SDK's
@@ -196,6 +210,12 @@ class TaskFold:
         found = self.links.get(task_id)
         return found[1] if found is not None and found[0] == owner else None
 
+    def continued_pause(self, task_id: str, owner: str, message_id: str) -> str | None:
+        """The token id of the pause ``message_id`` continued on ``task_id``, if it did."""
+        if self.owned(task_id, owner) is None:
+            return None
+        return self.continued.get(task_id, {}).get(message_id)
+
     def events_after(self, task_id: str, after: int) -> Iterator[tuple[int, bytes]]:
         stored = self.tasks.get(task_id)
         for version, event in stored.events if stored is not None else ():
@@ -205,6 +225,7 @@ class TaskFold:
 
 __all__ = [
     "CANCEL",
+    "CONTINUED",
     "DELETE",
     "INPUT_REQUIRED",
     "PAUSE",

@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
-from turnlog.a2a.fold import PAUSE, BadTaskRecord, Entry, PauseLink, TaskFold
+from turnlog.a2a.fold import CONTINUED, PAUSE, BadTaskRecord, Entry, PauseLink, TaskFold
 from turnlog.errors import BrokerUnavailable
 from turnlog.kafka import clients
 from turnlog.kafka.outage import attempt_timeout, stop_producer
@@ -232,6 +232,14 @@ class TaskLog:
     async def link_pause(self, task_id: str, owner: str, link: PauseLink) -> None:
         """Record the turnlog pause ``task_id`` now waits on (server side only)."""
         await self.write(Entry(PAUSE, task_id, owner, uuid.uuid4().hex, link=link))
+
+    async def note_continued(
+        self, task_id: str, owner: str, link: PauseLink, message_id: str
+    ) -> None:
+        """Record that ``message_id`` won the claim of the pause ``link`` names: a later copy
+        of the message is then a retry of it, never an answer to a newer pause."""
+        entry = Entry(CONTINUED, task_id, owner, uuid.uuid4().hex, link=link, message_id=message_id)
+        await self.write(entry)
 
     async def pause_of(self, task_id: str, owner: str) -> PauseLink | None:
         await self.caught_up()
