@@ -31,6 +31,8 @@
 #   MIRROR_REST_PORT     the internal REST listener exactly-once needs (default 8083, on host)
 #   MIRROR_SYNC_SECONDS  how often topics, groups, checkpoints and group offsets are refreshed
 #                        (default 5; MirrorMaker's own defaults are 60 s to 10 min)
+#   MIRROR_TXN_TIMEOUT_MS  MirrorMaker's transaction timeout on B (default 10000): how long
+#                        B's workers can be held by a transaction a killed MirrorMaker left open
 #   MIRROR_VERSION       override the connect-mirror version pinned in mirror/pom.xml
 #   MIRROR_HEAP_OPTS     JVM heap (default -Xmx512m -Xms128m)
 #   MIRROR_START_TIMEOUT seconds a start waits for the REST listener (default 60)
@@ -103,6 +105,9 @@ refresh.topics.interval.seconds = $sync
 A.consumer.isolation.level = read_committed
 B.exactly.once.source.support = enabled
 dedicated.mode.enable.internal.rest = true
+# A MirrorMaker killed mid-transaction leaves its transaction open on B, and B's read_committed
+# readers -- B's workers -- stop at it until it times out: bounded here (the default is 60 s).
+B.producer.transaction.timeout.ms = ${MIRROR_TXN_TIMEOUT_MS:-10000}
 listeners = http://$rest_host:$rest_port
 
 # The worker group's offsets, translated into B while the group is not active there.

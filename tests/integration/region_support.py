@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from pathlib import Path
 
 from tests.brokers import HOST, BrokerControlError, free_ports
@@ -55,6 +56,10 @@ class Mirror:
 
     async def start(self) -> None:
         await self._script("start")
+
+    def freeze(self) -> None:
+        """SIGSTOP the MirrorMaker process: a mirror that has stalled (``kill`` ends it)."""
+        os.kill(int((self.data / "mirror.pid").read_text()), signal.SIGSTOP)
 
     async def kill(self) -> None:
         await self._script("kill")

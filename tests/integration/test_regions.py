@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaConsumer
 
 from tests.brokers import BrokerControlError, OwnBroker, free_ports
 from tests.conftest import Names
-from tests.deployment import ANSWER, Deployment, axes, with_keyring
+from tests.deployment import ANSWER, REQUEST, Deployment, axes, sample_checkpoint, with_keyring
 from tests.integration.chaos_support import record_pauses
 from tests.integration.region_support import Mirror
 from tests.integration.worker_proc import Proc, common_options, spawn
@@ -245,30 +245,38 @@ async def _flow(
             group_a = await group_status(dep_a.settings.connection, app, topics.answers)
 
             # Phase 2: pauses recorded and answered in A at ~50/s; A's broker SIGKILLed mid-run.
-            recorder = PauseRecorder(dep_a.settings, dep_a.issuer)
+            # One transaction at a time per recorder: record() on one recorder from several
+            # tasks at once fails (aiokafka: IN_TRANSACTION -> IN_TRANSACTION), so four
+            # recorders, each behind its lock.
+            recorders = [PauseRecorder(dep_a.settings, dep_a.issuer) for _ in range(4)]
+            locks = [asyncio.Lock() for _ in recorders]
+
+            async def record(name: str, n: int) -> RecordedPause:
+                async with locks[n % len(recorders)]:
+                    made = await asyncio.wait_for(
+                        recorders[n % len(recorders)].record(
+                            sample_checkpoint(name), request_json=REQUEST
+                        ),
+                        10,
+                    )
+                recorded[made.pause.token_id] = made
+                return made
+
             stop_flow = asyncio.Event()
             phase2_ms = int(time.time() * 1000)
 
             async def flow() -> None:
-                from tests.deployment import REQUEST, sample_checkpoint
-
                 pending: list[asyncio.Task[None]] = []
                 for i in range(400):
                     if stop_flow.is_set():
                         break
-                    if i < 60:
+                    if i < 55:  # the last five are kept for region A's return (failback)
                         p = first[60 + i]
                         pending.append(asyncio.create_task(answer_a(p, f"a2-{p.pause.token_id}")))
 
                     async def pause_and_answer(n: int) -> None:
-                        with contextlib.suppress(Exception):
-                            made = await asyncio.wait_for(
-                                recorder.record(
-                                    sample_checkpoint(f"phase2-{n}"), request_json=REQUEST
-                                ),
-                                10,
-                            )
-                            recorded[made.pause.token_id] = made
+                        with contextlib.suppress(Exception):  # A gone: not recorded
+                            made = await record(f"phase2-{n}", n)
                             if n % 2 == 0:
                                 await answer_a(made, f"a2-{made.pause.token_id}")
 
@@ -282,14 +290,22 @@ async def _flow(
                 return sum(1 for a in acked if a.startswith("a2-")) >= 30
 
             await eventually(midway, timeout=60, interval=0.01)
+            # The mirror stalls (SIGSTOP) a moment before the loss: what A takes meanwhile --
+            # these five pauses, three of them answered -- is certainly in the window.
+            mirror.freeze()
+            stalled = list(await asyncio.gather(*(record(f"stalled-{n}", n) for n in range(5))))
+            for made in stalled[:3]:
+                await answer_a(made, f"a2-{made.pause.token_id}")
+            assert all(f"a2-{m.pause.token_id}" in acked for m in stalled[:3])
             await broker_a.kill()
             killed_ms, killed = int(time.time() * 1000), time.monotonic()
             worker_a.kill()  # the region's workers go with it
             stop_flow.set()
             await flowing
             await mirror.kill()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(recorder.close(), 10)
+            await asyncio.gather(
+                *(asyncio.wait_for(r.close(), 10) for r in recorders), return_exceptions=True
+            )
 
         # Region A is gone. Nothing has promoted B: its worker still answers nothing.
         assert worker_b.owned == [] and worker_b.promotion is None
@@ -323,8 +339,8 @@ async def _flow(
         ]  # fmt: skip
         replays = first[:20]
         # Five pauses A recorded and mirrored, left for region A once it is back (failback).
-        kept = [p for p in first[60:] if p in unanswered][:5]
-        assert len(kept) == 5
+        kept = first[115:]
+        assert all(p in unanswered for p in kept)
         unanswered = [p for p in unanswered if p not in kept]
         async with AnswerPublisher(dep_b.settings, dep_b.verifier) as pub_b:
             sends = [(tried[a], a) for a in resent]
@@ -344,6 +360,15 @@ async def _flow(
         assert rc == (0 if report["clean"] else 1)
 
         await _judge(report, dep_a, dep_b, broker_a, broker_b, tried, acked, recorded, replays)
+        # What A took while the mirror stalled is named: every pause missing in B, every
+        # answer lost or, sent again to B, refused for its pause, never resumed there.
+        missing = {x["token_id"] for x in report["pauses_missing"]}
+        lost = {x["answer_id"] for x in report["answers_lost"]}
+        assert {m.pause.token_id for m in stalled} <= missing
+        for made in stalled[:3]:
+            answer_id = f"a2-{made.pause.token_id}"
+            assert answer_id in lost or answer_id in report["refused_unmirrored_pause"]
+        assert report["refused_unmirrored_pause"]  # at least the two answered first in B
         if report["window"] is not None:
             first_ms, last_ms = report["window"]
             assert phase2_ms - 1000 <= first_ms <= last_ms <= killed_ms + 1000, (report, killed_ms)
@@ -379,7 +404,8 @@ async def _flow(
             f"restore of B read {cold_records} in {cold_seconds:.2f} s); B refused "
             f"{worker_b.stats.rejected}, duplicates {worker_b.stats.duplicates}; audit "
             f"{audit_seconds:.1f} s; the group's offsets after phase 1 in A "
-            f"{_offsets(group_a)}, translated into B by the loss {_offsets(group_b)}"
+            f"{_offsets(group_a)}, translated into B by the loss {_offsets(group_b)}; "
+            f"read with transactions still open: {s['unsettled']}"
         )
 
         # Failback: A rebuilt from B, then promoted again.
@@ -527,8 +553,20 @@ async def _judge(
     lost = {x["answer_id"] for x in report["answers_lost"]}
     # Every pause A acknowledged is in B or named missing; every answer A acknowledged is in B
     # or named lost; nothing is named that the harness did not send.
-    assert {t for t in recorded if t not in pauses_b} <= missing
-    assert {a for a in acked if a not in answers_b} <= lost
+    # A single-node A SIGKILLed can lose a committed transaction's marker at its restart
+    # (KAFKA-20734, docs/guarantees.md): the partition stays blocked behind it, and the audit
+    # names that partition as not read to its end instead of the records behind it.
+    blocked = set(report["unsettled"].get(broker_a.bootstrap, []))
+
+    def unread(topic: str, pause: RecordedPause) -> bool:
+        return f"{topic}[{pause.partition}]" in blocked
+
+    for t in recorded:
+        if t not in pauses_b and t not in missing:
+            assert unread(topics.pauses, recorded[t]), (t, report["unsettled"])
+    for a in acked:
+        if a not in answers_b and a not in lost:
+            assert unread(topics.answers, tried[a]), (a, report["unsettled"])
     assert lost <= set(tried) and not lost & answers_b
     # Every token resumed in both regions is named, and only those: resumes told apart by
     # event id and occurred_at (a mirrored copy keeps both).
@@ -546,7 +584,12 @@ async def _judge(
     refusals_b = {
         e.answer_id: e.reason for e in logs["B"]["rejections"] if isinstance(e, AnswerRejected)
     }
-    for p in replays:
+    # (Those A resumed: on a loaded machine A's worker has refused a phase-1 answer
+    # no_recorded_turn_state, its catch-up read ending before the pause's commit marker.)
+    resumed_a = {e.token_id for e in logs["A"]["resumed"] if isinstance(e, TurnResumed)}
+    spent = [p for p in replays if p.pause.token_id in resumed_a]
+    assert len(spent) >= len(replays) // 2, (len(spent), len(replays))
+    for p in spent:
         assert refusals_b.get(f"again-{p.pause.token_id}") == "already_consumed"
         assert p.pause.token_id not in doubled
     # An answer in B to a pause never mirrored: refused by name, and counted in the window.

@@ -26,9 +26,21 @@ from turnlog.wire.codec import decode
 
 
 async def read_region(
-    name: str, target: clients.Target, topics: TopicSet, timeout: float = 120.0
+    name: str,
+    target: clients.Target,
+    topics: TopicSet,
+    timeout: float = 120.0,
+    settle: float = 0.0,
 ) -> RegionFacts:
-    """``name``'s facts: its five topics read to their ends now."""
+    """``name``'s facts: its five topics read to their ends now.
+
+    ``settle``: how long to wait for the transactions still open on the region to end first.
+    A ``read_committed`` reader stops at the first open transaction of a partition, so what a
+    region wrote after it is invisible until the transaction commits or is aborted -- a region
+    just back from a SIGKILL holds the transactions its killed writers had open (until their
+    transaction timeout), and a MirrorMaker killed mid-transaction holds B's. Partitions still
+    blocked after ``settle`` are named (:attr:`RegionFacts.unsettled`), not silently cut short.
+    """
     facts = RegionFacts(name)
     roles = {
         topics.pauses: "pauses",
@@ -61,7 +73,7 @@ async def read_region(
             tps += [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
+        ends = await _settled_ends(target, consumer, tps, facts, loop.time() + settle)
         while True:
             behind = [tp for tp in tps if await consumer.position(tp) < ends[tp]]
             if not behind:
@@ -75,6 +87,34 @@ async def read_region(
     finally:
         await close_consumer(consumer)
     return facts
+
+
+async def _settled_ends(
+    target: clients.Target,
+    consumer: Any,
+    tps: list[TopicPartition],
+    facts: RegionFacts,
+    until: float,
+) -> dict[TopicPartition, int]:
+    """The last stable offsets once no transaction is open (or ``until`` passed): a partition
+    whose last stable offset is below its high watermark has one open."""
+    marks = clients.consumer(
+        target, client_id="turnlog-audit-regions", group_id=None,
+        isolation_level="read_uncommitted", enable_auto_commit=False,
+    )  # fmt: skip
+    loop = asyncio.get_running_loop()
+    try:
+        await marks.start()
+        while True:
+            stable = await consumer.end_offsets(tps)
+            high = await marks.end_offsets(tps)
+            blocked = [tp for tp in tps if stable[tp] < high[tp]]
+            if not blocked or loop.time() >= until:
+                facts.unsettled = [f"{tp.topic}[{tp.partition}]" for tp in blocked]
+                return dict(stable)
+            await asyncio.sleep(0.5)  # polling the offsets until the transactions end
+    finally:
+        await close_consumer(marks)
 
 
 def take(facts: RegionFacts, role: str, record: Any) -> None:
@@ -128,10 +168,11 @@ async def audit_regions(
     *,
     names: tuple[str, str] = ("A", "B"),
     timeout: float = 120.0,
+    settle: float = 0.0,
 ) -> RegionReport:
     """Read region A (``source``, the one lost) and region B (``target``), and judge."""
     a, b = await asyncio.gather(
-        read_region(names[0], source, topics, timeout),
-        read_region(names[1], target, topics, timeout),
+        read_region(names[0], source, topics, timeout, settle),
+        read_region(names[1], target, topics, timeout, settle),
     )
     return judge_regions(a, b)

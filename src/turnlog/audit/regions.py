@@ -84,6 +84,9 @@ class RegionFacts:
     answers: dict[str, tuple[str | None, int]] = field(default_factory=dict)
     resumes: list[Resume] = field(default_factory=list)
     refusals: list[Refusal] = field(default_factory=list)
+    #: partitions (``topic[p]``) a transaction still held open when they were read: what the
+    #: region wrote after it was not seen
+    unsettled: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,11 +129,15 @@ class RegionReport:
     #: answers B refused itself as already consumed (replays the mirrored ledger stopped)
     refused_spent: int = 0
     judged: dict[str, int] = field(default_factory=dict)
+    #: per region, the partitions an open transaction kept from being read to their ends
+    unsettled: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def clean(self) -> bool:
-        """Nothing lost, nothing missing, nothing resumed twice."""
-        return not (self.answers_lost or self.pauses_missing or self.doubled)
+        """Nothing lost, nothing missing, nothing resumed twice -- and both regions read to
+        their ends (an open transaction hides what follows it)."""
+        unread = any(self.unsettled.values())
+        return not (self.answers_lost or self.pauses_missing or self.doubled or unread)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -145,6 +152,7 @@ class RegionReport:
             "refused_unmirrored_pause": len(self.refused_unmirrored_pause),
             "refused_spent_in_target": self.refused_spent,
             "judged": dict(self.judged),
+            "unsettled": {k: list(v) for k, v in self.unsettled.items() if v},
         }
 
     def as_dict(self) -> dict[str, Any]:
@@ -170,6 +178,7 @@ class RegionReport:
 def judge_regions(a: RegionFacts, b: RegionFacts) -> RegionReport:
     """What the failover from ``a`` to ``b`` lost and doubled (see the module docstring)."""
     report = RegionReport(a.name, b.name)
+    report.unsettled = {a.name: list(a.unsettled), b.name: list(b.unsettled)}
     report.judged = {
         "records_a": len(a.records),
         "records_b": len(b.records),

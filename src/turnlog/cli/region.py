@@ -232,6 +232,15 @@ def _show_lag(lags: list[PartitionLag], as_json: bool) -> None:
 async def audit(
     ctx: typer.Context,
     source: SourceOpt,
+    settle: Annotated[
+        float,
+        typer.Option(
+            "--settle",
+            metavar="SECONDS",
+            help="How long to wait for transactions still open on either region to end first "
+            "(a region back from a crash holds its killed writers' until their timeout).",
+        ),
+    ] = 90.0,
     as_json: JsonOpt = False,
     broker_timeout: BrokerTimeoutOpt = None,
 ) -> None:
@@ -248,7 +257,8 @@ async def audit(
         settings.connection,
         TopicSet.from_settings(settings),
         names=(source, settings.bootstrap_servers),
-        timeout=settings.broker_timeout_seconds,
+        timeout=settings.broker_timeout_seconds + settle,
+        settle=settle,
     )
     if as_json:
         print_json(report.as_dict())
@@ -267,6 +277,14 @@ async def audit(
             highlight=False,
         )
         out.print(window_line(report), soft_wrap=True, highlight=False)
+        for region, blocked in report.unsettled.items():
+            if blocked:
+                out.print(
+                    f"not read to the end in {region}: a transaction still open on "
+                    f"{', '.join(blocked)} after {settle:.0f} s hides what follows it; "
+                    "run again later",
+                    soft_wrap=True, highlight=False, markup=False,
+                )  # fmt: skip
         for answer, token, _ in report.answers_lost:
             out.print(f"answer lost: {answer} (token {token})", highlight=False, markup=False)
         for token, _ in report.pauses_missing:
