@@ -140,3 +140,11 @@ def test_a_promotion_round_trips_and_anything_else_promotes_nothing() -> None:
         ).encode(),
     ):
         assert Promotion.decode(junk) is None, junk
+
+
+def test_a_region_read_with_a_transaction_still_open_is_never_clean() -> None:
+    a, _ = _regions()
+    a.unsettled = ["turnlog.pauses[2]"]
+    report = judge_regions(a, a)
+    assert report.window is None and not report.clean
+    assert report.summary()["unsettled"] == {"A": ["turnlog.pauses[2]"]}
