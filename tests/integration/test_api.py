@@ -144,3 +144,17 @@ async def test_the_checkpoint_service_runs_on_kafka_and_the_store(
         seen = await again.checkpoints.list_checkpoints("api-history")
     assert [c.checkpoint_id for c in seen] == ["cp-2", "cp-1"]
     assert seen[0] == second and seen[0].sequence == 2
+
+
+async def test_pauses_made_at_once_through_one_object_all_land(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """One recorder, one transactional producer: pauses made concurrently (an agent service
+    pausing many threads at once) take their transactions in turn, none inside another's."""
+    settings = api_settings(bootstrap, names, tmp_path)
+    async with Turnlog(settings) as tl:
+        paused = await asyncio.gather(
+            *(tl.pause(sample_checkpoint(f"at-once-{i}"), request=REQUEST) for i in range(8))
+        )
+    assert len({p.token_id for p in paused}) == 8
+    assert all(p.token for p in paused)

@@ -69,7 +69,9 @@ class FakeView:
 
 
 class Harness:
-    def __init__(self, *, max_record_bytes: int = 1_000_000) -> None:
+    def __init__(
+        self, *, max_record_bytes: int = 1_000_000, marker_wait_seconds: float = 3.0
+    ) -> None:
         self.view = FakeView()
         self.view.pauses[PAUSE.token_id] = PAUSE
         self.caught_up: list[int] = []
@@ -83,6 +85,7 @@ class Harness:
             view=self.view,
             catch_up=self._catch_up,
             max_record_bytes=max_record_bytes,
+            marker_wait_seconds=marker_wait_seconds,
         )
 
     async def _catch_up(self, partition: int) -> None:
@@ -239,12 +242,32 @@ async def test_forged_locators_never_trigger_a_catch_up(locator: dict[str, Any])
 
 
 async def test_a_verified_token_missing_its_pause_catches_up_only_the_records_partition() -> None:
-    h = Harness()
+    h = Harness(marker_wait_seconds=0.2)
     h.view.pauses.clear()
     h.view.applied[HOME] = 3  # below the token's pause_offset (17): the answer may have overtaken
     event = rejection(await h.answer(make_answer()))
     assert event.reason == "no_recorded_turn_state"
-    assert h.caught_up == [HOME]
+    # Read again, with backoff, while the pause stays invisible: then refused, by the rule.
+    assert len(h.caught_up) > 1 and set(h.caught_up) == {HOME}
+
+
+async def test_a_pause_whose_commit_marker_lands_after_a_catch_up_is_still_found() -> None:
+    """The recorder's commit returned; the broker writes the pause's marker a moment later, so
+    the first catch-up stops short of it. The answer waits for it instead of being refused."""
+    h = Harness()
+    pause = h.view.pauses.pop(PAUSE.token_id)
+    h.view.applied[HOME] = 17  # the stable end is the pause's own offset: not visible yet
+
+    async def marker_lands_on_the_third_read(partition: int) -> None:
+        h.caught_up.append(partition)
+        if len(h.caught_up) == 3:
+            h.view.pauses[pause.token_id] = pause
+            h.view.applied[HOME] = 18
+
+    h.handler.catch_up = marker_lands_on_the_third_read
+    handled = await h.answer(make_answer())
+    assert handled.resumed, handled.refusal
+    assert h.caught_up == [HOME, HOME, HOME]
 
 
 async def test_a_verified_token_already_caught_up_past_its_pause_is_not_read_again() -> None:

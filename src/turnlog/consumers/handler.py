@@ -26,6 +26,7 @@ the batch plumbing of :meth:`AnswerHandler.start_batch` and the rules it feeds i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -194,8 +195,12 @@ class AnswerHandler:
         catch_up: CatchUp,
         max_record_bytes: int,
         verify_threads: int = 1,
+        marker_wait_seconds: float = 3.0,
     ) -> None:
         self.topics = topics
+        #: How long a verified token's pause may stay invisible past its offset (see
+        #: :meth:`_until_visible`) before the answer is refused for a missing checkpoint.
+        self.marker_wait_seconds = marker_wait_seconds
         self.partitions = partitions
         self.verifier = verifier
         self.interactions = interactions
@@ -350,6 +355,8 @@ class AnswerHandler:
             # not the answer -- the error propagates and the batch is retried.
             await self.catch_up(record.partition)
             prefetched.clear()  # the store has moved on
+            if isinstance(checked.verified, PauseClaims):
+                await self._until_visible(record.partition, checked.verified)
         try:
             if stale and isinstance(checked.verified, PauseClaims):
                 pause = self.view.pause(checked.verified.token_id)
@@ -546,6 +553,31 @@ class AnswerHandler:
         applied = self.view.pauses_applied(p)
         stale = claims.pause_offset is None or applied is None or applied <= claims.pause_offset
         return None, stale
+
+    async def _until_visible(self, partition: int, claims: PauseClaims) -> None:
+        """Catch up again until the verified token's pause offset is behind the store.
+
+        A pause's ``commit_transaction`` returns once the coordinator has logged the commit;
+        the marker that makes the record visible to a ``read_committed`` reader is written to
+        pauses[p] a moment later. An answer sent as soon as ``pause`` returned can meet a
+        partition whose stable end is still at the pause: one catch-up reads nothing new. The
+        token is signed, so its offset is the recorder's; the wait is bounded, and a pause
+        still invisible after it is refused by the usual rule."""
+        target = claims.pause_offset
+        if target is None or self.view.pause(claims.token_id) is not None:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.marker_wait_seconds
+        delay = 0.01
+        while True:
+            applied = self.view.pauses_applied(partition)
+            if applied is not None and applied > target:
+                return
+            if loop.time() + delay > deadline:
+                return
+            await asyncio.sleep(delay)  # backoff between reads of the log, not a wait for it
+            delay = min(delay * 2, 0.25)
+            await self.catch_up(partition)
 
     def _finish(
         self,

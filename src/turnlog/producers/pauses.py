@@ -261,6 +261,9 @@ class PauseRecorder:
         # would leave that transaction holding back read_committed readers until it timed out.
         self._transactional_id = f"{settings.application_id}.pauses.{uuid.uuid4().hex}"
         self._lock = asyncio.Lock()
+        # One transaction at a time on the one producer: concurrent pauses of one recorder
+        # would otherwise begin a transaction inside another's (aiokafka asserts on it).
+        self._transaction = asyncio.Lock()
         #: The writes under way, each done when its commit returned or failed: what a flush
         #: waits for, and reports when the broker has not taken it by the flush's end.
         self._in_flight: dict[asyncio.Future[None], tuple[str, str]] = {}
@@ -618,21 +621,23 @@ class PauseRecorder:
         headers = trace.header() + ([] if finalized else [unfinalized_header()])
 
         async def attempt() -> tuple[int, int]:
-            producer, partitions = await self._open()
-            partition = partition_for(thread_id, partitions)
             # Not ``async with producer.transaction()``: its exit aborts, and an abort waits for
-            # a broker that may be gone. A failed transaction is left to the next producer.
-            try:
-                await producer.begin_transaction()
-                sent = await producer.send(
-                    self.topics.pauses, value, key=key, partition=partition, headers=headers
-                )
-                # Awaited before the commit: a commit does not wait for a failed delivery.
-                metadata = await sent
-                await producer.commit_transaction()
-            except BaseException:
-                await self._discard(producer)
-                raise
+            # a broker that may be gone. A failed transaction is left to the next producer
+            # (taken under the lock, so no waiting write goes on with a discarded one).
+            async with self._transaction:
+                producer, partitions = await self._open()
+                partition = partition_for(thread_id, partitions)
+                try:
+                    await producer.begin_transaction()
+                    sent = await producer.send(
+                        self.topics.pauses, value, key=key, partition=partition, headers=headers
+                    )
+                    # Awaited before the commit: a commit does not wait for a failed delivery.
+                    metadata = await sent
+                    await producer.commit_transaction()
+                except BaseException:
+                    await self._discard(producer)
+                    raise
             return partition, int(metadata.offset)
 
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
