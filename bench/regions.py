@@ -38,13 +38,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
 from tests.brokers import OwnBroker, free_ports
 from tests.integration.region_support import Mirror
 from tests.integration.test_observability import http_get
 
 from bench.common import Deployment, create_topics, preload
 from turnlog.cli.common import caught_up
+from turnlog.kafka import clients
 from turnlog.kafka.topics import TopicSet
 from turnlog.projections.store import Store
 from turnlog.region.lag import mirror_lag, worst
@@ -160,9 +160,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         acked: dict[bytes, float] = {}
         arrived: dict[bytes, float] = {}
         lags: list[float] = []
-        follower = AIOKafkaConsumer(
-            dep_b.topics.answers, bootstrap_servers=b.bootstrap, auto_offset_reset="latest",
-            isolation_level="read_committed", fetch_max_wait_ms=20,
+        follower = clients.consumer(
+            dep_b.settings.connection, dep_b.topics.answers, client_id="bench-regions-follower",
+            auto_offset_reset="latest", isolation_level="read_committed", fetch_max_wait_ms=20,
         )  # fmt: skip
         await follower.start()
         await follower.getmany(timeout_ms=500)  # positioned at the end before the load starts
