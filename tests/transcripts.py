@@ -9,8 +9,8 @@ What may differ from the page, and nothing else:
 
 - a placeholder matches what really varies from run to run: ``<id>`` a 32-hex token or answer
   id, ``<n>`` a number (partition, offset, pid, age, rate), ``<secs>`` seconds with an optional
-  fraction, ``<clock>`` an elapsed ``H:MM:SS``, ``<digest>`` a 64-hex digest (a page may add its
-  own);
+  fraction, ``<clock>`` an elapsed ``H:MM:SS``, ``<digest>`` a 64-hex digest, ``<time>`` an ISO 8601
+  moment (a page may add its own);
 - runs of spaces count as one (a placeholder is shorter than what it stands for, so table columns
   keep their alignment on the page), and trailing spaces are ignored;
 - the test's own topic prefix, application id and bootstrap servers print as the defaults the
@@ -42,6 +42,10 @@ PLACEHOLDERS = {
     "<secs>": r"[0-9]+(?:\.[0-9]+)?",
     "<clock>": r"[0-9]+:[0-9]{2}:[0-9]{2}",
     "<digest>": r"[0-9a-f]{64}",
+    "<time>": (
+        r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+        r"(?:Z|[+-][0-9]{2}:[0-9]{2})?"
+    ),
 }
 MARK = "@@transcript-step@@"
 
