@@ -17,10 +17,16 @@ MODULE = re.compile(r"`(turnlog(?:\.\w+)+)`")
 NOT_MODULES = frozenset({"pauses", "answers", "consumptions", "resumed", "rejections", "resume"})
 
 
-def test_there_is_one_page_per_framework_adapter() -> None:
+#: The protocols' doors (``turnlog.mcp``, ``turnlog.a2a``): packages of their own, each with a
+#: page beside the framework adapters'.
+PROTOCOLS = frozenset({"mcp", "a2a"})
+
+
+def test_there_is_one_page_per_framework_adapter_and_protocol() -> None:
     adapters = {p.stem for p in (ROOT / "src/turnlog/adapters").glob("*.py") if p.stem[0] != "_"}
     pages = {p.stem.replace("-", "_") for p in (ROOT / "docs/adapters").glob("*.md")}
-    assert pages == adapters
+    assert pages == adapters | PROTOCOLS
+    assert all((ROOT / "src/turnlog" / name / "__init__.py").exists() for name in PROTOCOLS)
 
 
 def test_every_path_and_example_the_docs_name_exists() -> None:

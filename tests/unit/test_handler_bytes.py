@@ -205,8 +205,11 @@ async def test_a_batch_reads_the_store_once_and_sees_its_own_spends() -> None:
 async def test_after_a_catch_up_the_batch_reads_the_store_again() -> None:
     view = SkimmedView([], {})
 
+    applied = [0]
+
     async def catch_up(partition: int) -> None:
         view.values[PAUSE.token_id] = encode(PAUSE)  # the pause arrives with the catch-up
+        applied[0] = 10**6  # and the store's offset moves past it
 
     caught = AnswerHandler(
         topics=TOPICS,
@@ -217,7 +220,7 @@ async def test_after_a_catch_up_the_batch_reads_the_store_again() -> None:
         catch_up=catch_up,
         max_record_bytes=1_000_000,
     )
-    view.pauses_applied = lambda partition: 0  # type: ignore[method-assign]
+    view.pauses_applied = lambda partition: applied[0]  # type: ignore[method-assign]
     [handled] = await caught.handle_batch([record(make_answer())], {}, NOW)
     assert handled.resumed, handled.refusal
     assert view.calls == ["ledgers", "pause_values", "pause"]

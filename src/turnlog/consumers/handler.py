@@ -564,7 +564,7 @@ class AnswerHandler:
         token is signed, so its offset is the recorder's; the wait is bounded, and a pause
         still invisible after it is refused by the usual rule."""
         target = claims.pause_offset
-        if target is None or self.view.pause(claims.token_id) is not None:
+        if target is None:
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.marker_wait_seconds
@@ -573,7 +573,7 @@ class AnswerHandler:
             applied = self.view.pauses_applied(partition)
             if applied is not None and applied > target:
                 return
-            if loop.time() + delay > deadline:
+            if self.view.pause(claims.token_id) is not None or loop.time() + delay > deadline:
                 return
             await asyncio.sleep(delay)  # backoff between reads of the log, not a wait for it
             delay = min(delay * 2, 0.25)
