@@ -161,7 +161,7 @@ async def test_a_store_keeps_no_byte_of_a_forgotten_thread_in_its_files(tmp_path
     path = tmp_path / "db"
     now = _ms(datetime.now(UTC))
     with Store.open(path) as store:
-        applier = StoreApplier(store, TOPICS)
+        applier = StoreApplier(store, TOPICS, scrub_forgotten=True)  # as the worker's
         records = []
         for n, (thread, marker) in enumerate((("t-gone", gone), ("t-kept", kept))):
             token = f"tok-{thread}"
@@ -221,3 +221,24 @@ def test_one_checkpoint_tombstoned_leaves_the_thread_and_its_ledger(tmp_path: Pa
         assert store.ledger("k2") is not None and not store.forgotten("t", now + 1)
         apply([TRec(TOPICS.pauses, 0, 3, pause_key("t", "cp-2"), None, now)])
         assert store.ledger("k2") is None and store.forgotten("t", now + 1)
+
+
+def test_a_secondary_following_a_projection_sees_a_forget(tmp_path: Path) -> None:
+    """The inbox follows the projector's store as a RocksDB secondary: a projection's applier
+    does not scrub (after the forced flush and compaction a running secondary no longer saw the
+    writer's changes -- the forgotten pause stayed on the inbox's list)."""
+    path = tmp_path / "db"
+    now = _ms(datetime.now(UTC))
+    with Store.open(path) as store:
+        apply = StoreApplier(store, TOPICS).apply_now  # as the projector's
+        value = _pause_value("t-gone", "MARK", "tok-t-gone")
+        apply([TRec(TOPICS.pauses, 0, 0, pause_key("t-gone", "cp-1"), value, now)])
+        follower = Store.open_secondary(path, tmp_path / "follower")
+        try:
+            follower.catch_up()
+            assert follower.pending_count(0) == 1
+            apply([TRec(TOPICS.pauses, 0, 1, pause_key("t-gone", "cp-1"), None, now)])
+            follower.catch_up()
+            assert follower.pending_count(0) == 0
+        finally:
+            follower.close()

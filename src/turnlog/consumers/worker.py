@@ -308,7 +308,7 @@ class ResumeWorker(Lifecycle):
         #: Owned before the rebalance under way (the eager protocol revokes all first): told to
         #: the group's leader at the join, so the partitions come back here.
         self._previous: frozenset[int] = frozenset()
-        self._applier = StoreApplier(store, self.topics, messages_hints=True)
+        self._applier = StoreApplier(store, self.topics, messages_hints=True, scrub_forgotten=True)
         self._partitions = settings.partitions
         self._handler = self._make_handler()
         self._reader = LogReader(settings.connection, client_id="turnlog-restore")

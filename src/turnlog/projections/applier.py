@@ -49,7 +49,14 @@ def _ms(moment: datetime) -> int:
 class StoreApplier:
     """Turns records of the pauses and consumptions topics into store changes."""
 
-    def __init__(self, store: Store, topics: TopicSet, *, messages_hints: bool = False) -> None:
+    def __init__(
+        self,
+        store: Store,
+        topics: TopicSet,
+        *,
+        messages_hints: bool = False,
+        scrub_forgotten: bool = False,
+    ) -> None:
         self.store = store
         self.topics = topics
         self.stats = ApplyStats()
@@ -57,19 +64,25 @@ class StoreApplier:
         #: a resume then reads the pause without walking them again). Off for a projection that
         #: only serves reads, so a rebuild does not pay for it.
         self.messages_hints = messages_hints
+        #: Scrub the store's files after a forget (:meth:`Store.scrub`): on for the worker's own
+        #: store. Off for a projection others follow as RocksDB secondaries (the inbox): after
+        #: the forced flush and compaction a running secondary no longer sees the writer's
+        #: changes -- the forget, and what comes after -- until it is opened again (measured:
+        #: the inbox kept showing a forgotten pause).
+        self.scrub_forgotten = scrub_forgotten
         #: Whether the batch being applied forgot a thread (then the store is scrubbed).
         self._forgot = False
 
     async def apply(self, records: Sequence[Record]) -> None:
         deleted = self._apply(records)
-        if deleted is not None:
+        if deleted is not None and self.scrub_forgotten:
             # On a thread: RocksDB's compaction lets go of the GIL, and it takes a second or
             # two on a store of 100,000 pauses -- the event loop goes on meanwhile.
             await asyncio.to_thread(self.store.scrub, deleted)
 
     def apply_now(self, records: Iterable[Record]) -> None:
         deleted = self._apply(records)
-        if deleted is not None:
+        if deleted is not None and self.scrub_forgotten:
             self.store.scrub(deleted)
 
     def _apply(self, records: Iterable[Record]) -> dict[str, list[bytes]] | None:
