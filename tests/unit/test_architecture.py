@@ -40,16 +40,21 @@ def _absolute(name: str, path: Path, node: ast.ImportFrom) -> str:
     return ".".join([*base, *([node.module] if node.module else [])])
 
 
-def _imports(path: Path) -> list[tuple[str, int]]:
+def _imports(path: Path, *, typing_too: bool = False) -> list[tuple[str, int]]:
     """Absolute names imported at module level or inside functions, a relative import made
-    absolute (``TYPE_CHECKING`` blocks are skipped: they never run)."""
+    absolute. ``TYPE_CHECKING`` blocks are skipped (they never run) unless ``typing_too``: a
+    cycle through a type-only import still ties two modules together."""
     tree = ast.parse(path.read_text())
     name = _module_name(path)
     found: list[tuple[str, int]] = []
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            if (
+                not typing_too
+                and isinstance(child, ast.If)
+                and "TYPE_CHECKING" in ast.unparse(child.test)
+            ):
                 continue
             if isinstance(child, ast.Import):
                 found.extend((alias.name, child.lineno) for alias in child.names)
@@ -100,7 +105,7 @@ def _module_graph() -> dict[str, set[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        imports = _imports(path)
+        imports = _imports(path, typing_too=True)
         if name == "turnlog":
             imports += _lazy_exports(path)
         deps = set()

@@ -30,7 +30,7 @@ from aiokafka.abc import AbstractTokenProvider
 from aiokafka.errors import AuthenticationFailedError
 
 if TYPE_CHECKING:
-    from turnlog.kafka.security import Secret
+    from turnlog.kafka.secret import Secret
 
 #: The share of a token's lifetime after which it is fetched again (Java's default window).
 REFRESH_FACTOR: Final = 0.8

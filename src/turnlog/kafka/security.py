@@ -33,33 +33,10 @@ from turnlog.errors import SettingError
 from turnlog.kafka import keystores
 from turnlog.kafka.keystores import StoreNames, TlsMaterial
 from turnlog.kafka.oauth import ClientCredentials, ClientCredentialsProvider
+from turnlog.kafka.secret import Secret
 
 PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
-
-
-class Secret:
-    """A password that never prints itself; ``reveal()`` is the one way to read it."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-    def __str__(self) -> str:
-        return "***"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
 
 
 #: The environment variable of each field (TURNLOG_KAFKA_CONFIG names a client.properties file).
