@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any
 from bench.common import KID, Deployment, answer_for, pause_for
 from turnlog.contracts.interactions import default_interactions
 from turnlog.contracts.resume import PreparedResume, prepare_resume
+from turnlog.settings import Settings
 from turnlog.tokens import PauseClaims
 from turnlog.wire.codec import encode
 
@@ -36,6 +38,15 @@ class Context:
             return None
         self.profile_dir.mkdir(parents=True, exist_ok=True)
         return str(self.profile_dir / name)
+
+
+def client_settings(dep: Deployment, root: Path) -> Settings:
+    """The deployment's settings for a ``Turnlog`` of the harness: its signing key written to a
+    keys directory under ``root`` (a client checks tokens as a user's would), its own state."""
+    keys = root / "keys"
+    keys.mkdir()
+    (keys / f"{KID}.private.pem").write_text(dep.private_pem)
+    return dataclasses.replace(dep.settings, keys_dir=keys, state_dir=root / "client")
 
 
 def sample_token(dep: Deployment, messages: int = 20) -> str:

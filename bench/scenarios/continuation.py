@@ -13,18 +13,17 @@ resumed partition colder than its baseline did.
 
 from __future__ import annotations
 
-import dataclasses
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.common import KID, create_topics, make_deployment, preload, produce, unique_prefix
+from bench.common import create_topics, make_deployment, preload, produce, unique_prefix
 from bench.common import scenario_topics as topics_of
 from bench.measure import median, percentile
 from bench.report import Row
-from bench.scenarios import Context, worker_config
+from bench.scenarios import Context, client_settings, worker_config
 from bench.workerproc import WorkerProcess
 from turnlog import Turnlog
 from turnlog.contracts.events import AnswerSubmitted
@@ -52,12 +51,7 @@ async def run(ctx: Context) -> list[Row]:
         await create_topics(dep)
         answers = await preload(dep, total, messages=opts.messages)
         with tempfile.TemporaryDirectory(prefix="turnlog-bench-") as tmp:
-            keys = Path(tmp) / "keys"
-            keys.mkdir()
-            (keys / f"{KID}.private.pem").write_text(dep.private_pem)
-            settings = dataclasses.replace(
-                dep.settings, keys_dir=keys, state_dir=Path(tmp) / "client"
-            )
+            settings = client_settings(dep, Path(tmp))
             config = worker_config(
                 ctx, dep, "turnlog", app_id=dep.settings.application_id,
                 state_dir=Path(tmp) / "worker", report_at=(total,),

@@ -13,7 +13,6 @@ process, nothing is shared with a replica). Reported: p50 and p99 per repeat.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import tempfile
 import time
@@ -33,11 +32,11 @@ from mcp_types import (
     TextContent,
 )
 
-from bench.common import KID, create_topics, make_deployment, unique_prefix
+from bench.common import create_topics, make_deployment, unique_prefix
 from bench.common import scenario_topics as topics_of
 from bench.measure import median, percentile
 from bench.report import Row
-from bench.scenarios import Context, worker_config
+from bench.scenarios import Context, client_settings, worker_config
 from bench.workerproc import WorkerProcess
 from turnlog import Turnlog
 from turnlog.mcp import APPROVAL_KEY, DECISION_SCHEMA
@@ -118,12 +117,7 @@ async def run(ctx: Context) -> list[Row]:
         )  # fmt: skip
         await create_topics(dep)
         with tempfile.TemporaryDirectory(prefix="turnlog-bench-") as tmp:
-            keys = Path(tmp) / "keys"
-            keys.mkdir()
-            (keys / f"{KID}.private.pem").write_text(dep.private_pem)
-            settings = dataclasses.replace(
-                dep.settings, keys_dir=keys, state_dir=Path(tmp) / "client"
-            )
+            settings = client_settings(dep, Path(tmp))
             config = worker_config(
                 ctx, dep, "turnlog", app_id=dep.settings.application_id,
                 state_dir=Path(tmp) / "worker",
