@@ -10,11 +10,8 @@ import asyncio
 import importlib.util
 import os
 import signal
-import socket
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -25,43 +22,12 @@ from a2a.types.a2a_pb2 import TaskState
 from tests.conftest import Names
 from tests.integration.a2a_support import EXAMPLE
 from tests.integration.cli_support import Cli
+from tests.integration.example_server import example_server
 from tests.integration.test_api import api_settings
 from turnlog import Turnlog
 
 pytestmark = pytest.mark.timeout(180)
 CLIENT = EXAMPLE.parents[1] / "docs" / "snippets" / "a2a_client.py"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextmanager
-def _server(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(EXAMPLE), "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        yield process, f"http://127.0.0.1:{port}"
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 async def _ready(process: subprocess.Popen[str], url: str, timeout: float = 60) -> None:
@@ -110,7 +76,10 @@ async def test_a_task_made_through_a_killed_process_is_continued_once_through_an
     }
     async with Turnlog(settings) as tl:
         worker = asyncio.create_task(tl.run_worker())
-        with _server(env) as (first, first_url), _server(env) as (second, second_url):
+        with (
+            example_server(EXAMPLE, env) as (first, first_url),
+            example_server(EXAMPLE, env) as (second, second_url),
+        ):
             await asyncio.gather(_ready(first, first_url), _ready(second, second_url))
             said = await asyncio.to_thread(
                 subprocess.run,

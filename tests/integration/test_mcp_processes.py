@@ -9,11 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -22,42 +18,13 @@ from mcp import Client
 from mcp_types import CallToolResult, ElicitResult, InputRequiredResult, TextContent
 
 from tests.conftest import Names
+from tests.integration.example_server import example_server
 from tests.integration.test_api import api_settings
 from turnlog import Turnlog
 
 pytestmark = pytest.mark.timeout(180)
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mcp_server.py"
 ARGS = {"service": "api", "region": "eu-west-1"}
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextmanager
-def _server(env: dict[str, str]) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, str(EXAMPLE), "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        yield process, f"http://127.0.0.1:{port}/mcp"
-    finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 async def _ready(process: subprocess.Popen[str], url: str, timeout: float = 60) -> None:
@@ -116,18 +83,18 @@ async def test_the_retry_reaches_another_process_after_the_first_was_sigkilled(
     }
     async with Turnlog(settings) as tl:
         worker = asyncio.create_task(tl.run_worker())
-        with _server(env) as (first, url):
+        with example_server(EXAMPLE, env, "/mcp") as (first, url):
             await _ready(first, url)
             async with Client(url) as client:
                 asked = await client.session.call_tool("deploy", ARGS, allow_input_required=True)
             assert isinstance(asked, InputRequiredResult) and asked.request_state is not None
             _killed(first)
-        with _server(env) as (second, url):
+        with example_server(EXAMPLE, env, "/mcp") as (second, url):
             await _ready(second, url)
             done = await _retry(url, asked.request_state)
             assert _text(done) == "deployed api to eu-west-1"
             _killed(second)
-        with _server(env) as (third, url):
+        with example_server(EXAMPLE, env, "/mcp") as (third, url):
             await _ready(third, url)
             again = await _retry(url, asked.request_state)
             assert _text(again) == "deployed api to eu-west-1"
