@@ -1,7 +1,8 @@
 """``turnlog forget --erase-within``: the thread's bytes gone from every broker file of the
-compacted topics within the window, on a deployment made with turnlog's own topic settings and
-no other write to the thread's partition -- the broker's files grepped for the thread's
-markers, the kept thread's markers still there; ``--check`` says what holds content."""
+compacted topics (the protocol doors' and the notifier's too) within the window, on a
+deployment made with turnlog's own topic settings and no other write to the thread's
+partition -- the broker's files grepped for the thread's markers, the kept thread's markers
+still there; ``--check`` says what holds content."""
 
 from __future__ import annotations
 
@@ -21,8 +22,12 @@ from tests.deployment import REQUEST, sample_checkpoint
 from tests.integration.cli_support import Cli, cli_env
 from tests.integration.test_api import api_settings
 from turnlog import Paused, Turnlog
+from turnlog.a2a import TaskLog, tasks_topic
+from turnlog.a2a.fold import SAVE, Entry
 from turnlog.clock import utc_now
 from turnlog.kafka.partitioning import partition_for
+from turnlog.mcp import results_topic
+from turnlog.mcp.results import RecordedResult, ResultLog
 from turnlog.notify import undelivered
 from turnlog.notify.waiting import Undelivered
 from turnlog.settings import Settings
@@ -96,6 +101,32 @@ async def _notices_not_delivered(settings: Settings, markers: dict[str, str]) ->
         await outbox.stop()
 
 
+async def _door_records(settings: Settings, markers: dict[str, str]) -> None:
+    """What the protocol doors write for each thread, through their own logs: a gated MCP
+    tool's recorded result, and an A2A task saved (the door's thread is the task id)."""
+    results = ResultLog(settings)
+    try:
+        for thread, marker in markers.items():
+            await results.record(
+                RecordedResult(
+                    thread,
+                    f"token-{thread}",
+                    "deploy",
+                    {"content": [{"type": "text", "text": f"{marker}-result"}]},
+                    "claim",
+                    "replica",
+                    utc_now().isoformat(),
+                )
+            )
+    finally:
+        await results.close()
+    async with TaskLog(settings) as tasks:
+        for thread, marker in markers.items():
+            saved = Entry(SAVE, thread, "alice", uuid.uuid4().hex, state="TASK_STATE_WORKING",
+                          task=f"{marker}-task".encode())  # fmt: skip
+            assert await tasks.write(saved)
+
+
 @pytest.mark.timeout(240)
 async def test_forget_erase_within_leaves_no_byte_of_the_thread_in_any_broker_file(
     bootstrap: str, names: Names, tmp_path: Path
@@ -117,20 +148,25 @@ async def test_forget_erase_within_leaves_no_byte_of_the_thread_in_any_broker_fi
             worker.cancel()
             await asyncio.gather(worker, return_exceptions=True)
     await _notices_not_delivered(settings, {gone: gone_marker, kept: kept_marker})
+    await _door_records(settings, {gone: gone_marker, kept: kept_marker})
     compacted = [f"{names.prefix}{t}" for t in ("pauses", "answers", "consumptions")]
+    compacted += [results_topic(settings).name, tasks_topic(settings)]
     compacted.append(undelivered.topic_name(settings))
     p = partition_for(gone, 3)
     assert _holding(log_dir, compacted, p, gone_marker.encode()), "the markers were never written"
 
     cli = Cli(cli_env(bootstrap, names.prefix, names.app, tmp_path))
     before = json.loads(cli("forget", gone, "--check", "--json", check=1).stdout)
-    assert before["erased"] is False and sorted(before["left"].values()) == [1, 1, 1, 2]
+    assert before["erased"] is False and sorted(before["left"].values()) == [1, 1, 1, 1, 1, 2]
     began = time.time()
     ran = cli("forget", gone, "--yes", "--erase-within", f"{WINDOW_SECONDS}s", timeout=180)
     erased_after = time.time() - began
     lines = ran.stdout.splitlines()
     assert "1 tombstone(s) on " + compacted[0] in lines, lines
-    assert "1 tombstone(s) on " + compacted[3] in lines, lines  # the one not delivered yet
+    assert "1 tombstone(s) on " + compacted[3] in lines, lines  # the tool's result
+    assert "1 tombstone(s) on " + compacted[4] in lines, lines  # the task's one record
+    assert "1 tombstone(s) on " + compacted[5] in lines, lines  # the one not delivered yet
+    assert any(line.startswith(f"lowered on {compacted[4]}: ") for line in lines), lines
     assert any(line.startswith(f"lowered on {compacted[0]}: ") for line in lines), lines
     assert lines[-1].startswith("erased: no record of thread"), lines
 

@@ -163,3 +163,15 @@ def test_which_message_continued_which_pause_is_kept_for_the_tasks_owner_only() 
     assert fold.continued_pause("t", "alice", "m-2") == "jti-2"
     assert fold.continued_pause("t", "mallory", "m-1") is None
     assert fold.continued_pause("t", "alice", "m-3") is None
+
+
+def test_a_tombstone_of_a_tasks_record_drops_the_task_and_another_tasks_stays() -> None:
+    """What ``turnlog forget`` writes: no replica serves the task from memory afterwards."""
+    fold, _ = _fold(_save("t", 0, "w0"), _save("u", 0, "x0"))
+    fold.apply(Entry(PAUSE, "t", "alice", "p", link=PauseLink("tok", "tid", "c", ASK_USER)), 0, 2,
+               b"t\x00p")  # fmt: skip
+    fold.tombstone(b"u\x00unknown", 0, 3)  # a key the fold never saw: nothing dropped
+    assert set(fold.tasks) == {"t", "u"}
+    fold.tombstone(b"t\x00p", 0, 4)
+    assert set(fold.tasks) == {"u"} and "t" not in fold.links and "t" not in fold.keys
+    assert fold.applied[0] == 5

@@ -35,3 +35,18 @@ def test_a_window_sets_each_setting_to_its_fraction_and_never_raises_one() -> No
 def test_a_short_window_deletes_replaced_files_sooner() -> None:
     plan = Plan(timedelta(minutes=1))
     assert (plan.segment_ms, plan.max_lag_ms, plan.file_delete_delay_ms) == (15_000, 30_000, 7_500)
+
+
+def test_forget_names_the_doors_topics_as_the_doors_make_them() -> None:
+    from turnlog.a2a import tasks_topic
+    from turnlog.kafka.topics import TopicSet
+    from turnlog.mcp import results_topic
+    from turnlog.producers.forget import thread_topics
+    from turnlog.settings import Settings
+
+    settings = Settings(bootstrap_servers="b:9092", topic_prefix="dep.")
+    named = thread_topics(settings, TopicSet.from_settings(settings))
+    assert named[results_topic(settings).name] is False  # made only where the door ran
+    assert named[tasks_topic(settings)] is False
+    assert [n for n, always in named.items() if always] == ["dep.pauses", "dep.answers",
+                                                             "dep.consumptions"]  # fmt: skip

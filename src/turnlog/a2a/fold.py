@@ -164,15 +164,27 @@ class TaskFold:
         """A record that is no entry (a tombstone, a bad record): only the position moves."""
         self.applied[partition] = max(self.applied.get(partition, 0), offset + 1)
 
+    def tombstone(self, key: bytes, partition: int, offset: int) -> None:
+        """A tombstone: the position moves, and the task whose record it ends is dropped whole
+        -- only a deletion (after its ``delete`` record) and ``turnlog forget`` write one, and
+        after ``forget`` no replica may still serve the task from memory."""
+        self.skip(partition, offset)
+        task_id = key.split(b"\x00", 1)[0].decode("utf-8", "replace")
+        if key in self.keys.get(task_id, ()):
+            self._drop(task_id)
+
+    def _drop(self, task_id: str) -> None:
+        self.tasks.pop(task_id, None)
+        self.links.pop(task_id, None)
+        self.continued.pop(task_id, None)
+        self.keys.pop(task_id, None)
+
     def _apply(self, entry: Entry, version: int) -> bool:
         current = self.tasks.get(entry.task_id)
         if current is not None and current.owner != entry.owner:
             return False  # another owner's task id: nobody writes over it
         if entry.kind == DELETE:
-            self.tasks.pop(entry.task_id, None)
-            self.links.pop(entry.task_id, None)
-            self.continued.pop(entry.task_id, None)
-            self.keys.pop(entry.task_id, None)
+            self._drop(entry.task_id)
             return current is not None
         if entry.kind == PAUSE:
             if entry.link is None:

@@ -152,8 +152,8 @@ class TaskLog:
                 await self._note_positions(reader)
                 continue
             for record in records:
-                if record.value is None:
-                    self.fold.skip(record.partition, record.offset)
+                if record.value is None:  # a deletion's or a forget's tombstone
+                    self.fold.tombstone(record.key or b"", record.partition, record.offset)
                     continue
                 try:
                     entry = Entry.decode(record.value)

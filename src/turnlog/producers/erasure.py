@@ -43,6 +43,7 @@ from turnlog.kafka.outage import ride_out
 from turnlog.kafka.partitioning import partition_for, split_key
 from turnlog.kafka.topics import TopicSet, describe
 from turnlog.notify import undelivered
+from turnlog.producers.forget import present_thread_topics
 from turnlog.settings import Settings
 
 #: The shortest window: the cleaner's pass (15 s by default) and a roll must fit in it.
@@ -98,7 +99,7 @@ async def apply_plan(settings: Settings, topics: TopicSet, plan: Plan) -> dict[s
 
     AlterConfigs (the version aiokafka speaks) replaces every topic-level setting of a topic,
     so each topic's own settings are read first and sent back with the lowered ones."""
-    names = [topics.pauses, topics.answers, topics.consumptions]
+    names = await present_thread_topics(settings, topics)
     admin = clients.admin(settings, client_id="turnlog-forget")
     changed: dict[str, dict[str, str]] = {}
     try:
@@ -153,7 +154,7 @@ async def remaining(settings: Settings, topics: TopicSet, thread_id: str) -> dic
 async def _remaining_compacted(
     settings: Settings, topics: TopicSet, thread_id: str
 ) -> dict[str, int]:
-    names = [topics.pauses, topics.answers, topics.consumptions]
+    names = await present_thread_topics(settings, topics)
     consumer = clients.consumer(
         settings,
         client_id="turnlog-forget-check",
@@ -167,9 +168,12 @@ async def _remaining_compacted(
     try:
         await consumer.start()
         await consumer._client.force_metadata_update()
-        partitions = consumer.partitions_for_topic(topics.pauses) or {0}
-        p = partition_for(thread_id, len(partitions))
-        tps = [TopicPartition(name, p) for name in names]
+        tps = [
+            TopicPartition(
+                name, partition_for(thread_id, len(consumer.partitions_for_topic(name) or {0}))
+            )
+            for name in names
+        ]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)

@@ -4,9 +4,14 @@ Compaction then removes the thread's records, and a store rebuilt afterwards hol
 it. The keys are found by reading the thread's partition of each compacted topic rather than from
 a local store, so forgetting works from any machine and misses no key a store never applied.
 The resumed and rejections streams are not compacted; their records age out with retention.
-The notifier's topic of undelivered notices (``<prefix>notify.undelivered``, when a notifier
-ran) holds notice bodies -- the question's summary -- so the thread's notices there get
-tombstones too.
+
+Every compacted topic keyed by the thread (``thread NUL ...``, on the thread's partition) is one
+entry of :func:`thread_topics`: turnlog's own, and the protocol doors' -- a gated MCP tool's
+recorded result (``<prefix>mcp-results``) and an A2A task's records (``<prefix>a2a.tasks``; the
+door pauses a task under the thread id that is its task id) -- which exist only where a door
+ran. The notifier's topic of undelivered notices (``<prefix>notify.undelivered``, when a
+notifier ran) is partitioned by key and holds notice bodies -- the question's summary -- so
+the thread's notices there, found by their value, get tombstones too.
 """
 
 from __future__ import annotations
@@ -28,25 +33,58 @@ from turnlog.kafka.outage import (
 )
 from turnlog.kafka.partitioning import answer_key, partition_for, split_key
 from turnlog.kafka.reader import LogReader, Record
-from turnlog.kafka.topics import TopicSet
+from turnlog.kafka.topics import TopicSet, describe
 from turnlog.notify import undelivered
 from turnlog.settings import Settings
+
+
+def thread_topics(settings: Settings, topics: TopicSet) -> dict[str, bool]:
+    """Every compacted topic whose keys name the thread (``thread NUL ...``), each written to
+    the thread's partition (:func:`partition_for` of its own partition count), with whether it
+    is always there. A further topic of that kind is one entry here: ``forget`` finds and
+    tombstones its keys, ``--check`` counts it, ``--erase-within`` lowers its settings and
+    rolls it."""
+    prefix = settings.topic_prefix
+    return {
+        topics.pauses: True,
+        topics.answers: True,
+        topics.consumptions: True,
+        # turnlog.mcp.results: a gated tool's recorded result, keyed thread NUL token id
+        f"{prefix}mcp-results": False,
+        # turnlog.a2a.tasklog: a task's messages and artifacts, keyed task id NUL write id
+        f"{prefix}a2a.tasks": False,
+    }
+
+
+async def present_thread_topics(settings: Settings, topics: TopicSet) -> list[str]:
+    """:func:`thread_topics` that exist: a door's topic is made only where the door ran, and a
+    missing one holds nothing to forget."""
+    wanted = thread_topics(settings, topics)
+    optional = [name for name, always in wanted.items() if not always]
+    admin = clients.admin(settings, client_id="turnlog-forget")
+    try:
+        await admin.start()
+        found = await describe(admin, optional)
+    finally:
+        await admin.close()
+    return [name for name, always in wanted.items() if always or name in found]
 
 
 async def thread_keys(
     settings: Settings, topics: TopicSet, thread_id: str
 ) -> dict[str, set[bytes]]:
-    """Every live key of ``thread_id`` on the compacted topics."""
-    found: dict[str, set[bytes]] = {
-        t: set() for t in (topics.pauses, topics.answers, topics.consumptions)
-    }
+    """Every live key of ``thread_id`` on the compacted topics keyed by thread."""
+    names = await present_thread_topics(settings, topics)
+    found: dict[str, set[bytes]] = {t: set() for t in names}
     # Not "async with": a start that fails half-way must still close what it opened.
     reader = LogReader(settings.connection, client_id="turnlog-forget")
     try:
         await reader.start()
-        partitions = await reader.partitions_of(topics.pauses)
-        p = partition_for(thread_id, len(partitions))
-        await reader.assign({TopicPartition(t, p): None for t in found})
+        start: dict[TopicPartition, int | None] = {}
+        for name in names:
+            count = len(await reader.partitions_of(name))
+            start[TopicPartition(name, partition_for(thread_id, count))] = None
+        await reader.assign(start)
 
         async def collect(records: list[Record] | tuple[Record, ...]) -> None:
             for record in records:
@@ -118,7 +156,9 @@ async def write_tombstones(
     acknowledged, or :class:`DeliveryFailed` saying how many were not."""
     wait = attempt_timeout(settings)
 
-    async def open_producer() -> tuple[AIOKafkaProducer, int]:
+    by_thread = thread_topics(settings, topics)
+
+    async def open_producer() -> tuple[AIOKafkaProducer, dict[str, int]]:
         producer = clients.producer(
             settings,
             client_id="turnlog-forget",
@@ -128,17 +168,19 @@ async def write_tombstones(
         )
         try:
             await producer.start()
-            partitions = len(await producer.partitions_for(topics.pauses))
+            # The thread's partition of each topic keyed by thread; the notifier's topic is
+            # partitioned by key (None: the producer's partitioner).
+            where = {
+                topic: partition_for(thread_id, len(await producer.partitions_for(topic)))
+                for topic, found in keys.items()
+                if topic in by_thread and found
+            }
         except BaseException:
             await producer.stop()
             raise
-        return producer, partitions
+        return producer, where
 
-    producer, partitions = await ride_out(
-        open_producer, settings=settings, who="forget", timeout=wait
-    )
-    p = partition_for(thread_id, partitions)
-    compacted = {topics.pauses, topics.answers, topics.consumptions}
+    producer, where = await ride_out(open_producer, settings=settings, who="forget", timeout=wait)
     failures: list[BaseException] = []
     deliveries: list[asyncio.Future[Any]] = []
     total = 0
@@ -147,9 +189,8 @@ async def write_tombstones(
             for key in sorted(topic_keys):
                 total += 1
                 try:
-                    # The thread's partition; the notifier's topic is partitioned by key.
-                    where = p if topic in compacted else None
-                    deliveries.append(await producer.send(topic, None, key=key, partition=where))
+                    sent = await producer.send(topic, None, key=key, partition=where.get(topic))
+                    deliveries.append(sent)
                 except KafkaError as exc:
                     failures.append(exc)
         failures += await _undelivered(deliveries, wait)
