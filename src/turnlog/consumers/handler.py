@@ -472,7 +472,11 @@ class AnswerHandler:
                     return _Claim(decode(value, ContinuationRequested))
                 except DecodeError:
                     pass
-            refusal = Refusal(RefusalReason.ANSWER_UNDECODABLE, f"{exc.reason}: {exc.detail}")
+            # The codec's reason, not its words: they may quote the record's bytes.
+            refusal = Refusal(
+                RefusalReason.ANSWER_UNDECODABLE,
+                f"{exc.reason}: the record is no AnswerSubmitted this build reads",
+            )
             return self._reject(record, refusal, now, thread_id=key_thread(record.key))
         misrouted = screening.misrouted(record, answer, self.partitions)
         if misrouted is not None:
@@ -766,7 +770,9 @@ class AnswerHandler:
             record.topic, record.partition, record.offset, type(exc).__name__, exc_info=exc,
         )  # fmt: skip
         refusal = Refusal(
-            RefusalReason.ANSWER_UNPROCESSABLE, f"{type(exc).__name__}: {clip(str(exc), 500)}"
+            # The exception's kind only (its words, logged above, may quote the answer).
+            RefusalReason.ANSWER_UNPROCESSABLE,
+            f"{type(exc).__name__} while handling it (the worker's log has the rest)",
         )
         return self._reject(record, refusal, now, thread_id=key_thread(record.key))
 
