@@ -66,7 +66,8 @@ async def test_the_worker_refuses_an_answer_to_another_question_and_the_right_on
         (
             "response_mismatch",
             4,
-            "answers[0].selections[0]: 'mars' is not one of the offered options ['eu', 'us']",
+            "answers[0].selections[0]: text of 4 characters, not one of question 1's 2 offered "
+            "options",
         )
     ]
     assert [(r.reason, r.step, r.detail) for r in refused[twice.answer_id]] == [

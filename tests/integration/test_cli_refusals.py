@@ -155,11 +155,11 @@ def test_a_response_nested_too_deeply_is_one_refusal_line_and_exit_3(
         ({"answers": [{"other": None}]}, "answers[0].selections is missing"),
         (
             {"answers": [{"selections": "eu", "other": None}]},
-            "answers[0].selections must be a list, got text",
+            "answers[0].selections must be a list, got text of 2 characters",
         ),
         (
             {"answers": [{"selections": ["eu"], "other": 3}]},
-            "answers[0].other must be null or text, got the number 3",
+            "answers[0].other must be null or text, got a number",
         ),
     ],
 )

@@ -159,11 +159,14 @@ def test_a_schema_that_is_not_a_valid_record_is_refused_at_registration(
 
 
 def _reference_unknown_field(given: Any, known: Any, path: str) -> str | None:
-    """``_unknown_field`` as it was before the one-pass shaping, kept as the reference."""
+    """``_unknown_field`` as it was before the one-pass shaping, kept as the reference (its
+    words as they are now)."""
     if isinstance(given, Mapping) and isinstance(known, Mapping):
-        for key, value in given.items():
-            if key not in known:
-                return f"{path}.{key}" if path else str(key)
+        for position, (key, value) in enumerate(given.items()):
+            if key not in known:  # named by place and length: the key is the answer's text
+                chars = f"{len(key)} character" + ("" if len(key) == 1 else "s")
+                name = f"field {position + 1} (a name of {chars})"
+                return f"{path}: {name}" if path else name
             found = _reference_unknown_field(
                 value, known[key], f"{path}.{key}" if path else str(key)
             )
@@ -199,7 +202,7 @@ def reference_validate(interaction: Interaction, response_json: str) -> Any:
     if unknown is not None:
         raise refuse(
             RefusalReason.RESPONSE_INVALID,
-            f"the response has a field the {interaction.name} schema does not know: {unknown}",
+            f"the response has a field the {interaction.name} schema does not know, at {unknown}",
         )
     return shaped
 
@@ -394,16 +397,18 @@ def test_the_shaping_covers_the_built_in_interactions_and_leaves_others_to_the_f
     [
         (
             '{"answers": [{"selections": ["a"], "othr": "typo"}]}',
-            "the response has a field the ask_user schema does not know: answers[0].othr",
+            "the response has a field the ask_user schema does not know, at answers[0]: field 2 "
+            "(a name of 4 characters)",
         ),
         (
             '{"answers": [{"selections": [1]}]}',
             "the response does not fit the ask_user schema: "
-            "answers[0].selections[0] must be text, got the number 1",
+            "answers[0].selections[0] must be text, got a number",
         ),
         (
             '{"answers": [], "extra": true}',
-            "the response has a field the ask_user schema does not know: extra",
+            "the response has a field the ask_user schema does not know, at field 2 (a name of 5 "
+            "characters)",
         ),
         (
             '{"answers": [{"other": "teal"}]}',
@@ -412,7 +417,7 @@ def test_the_shaping_covers_the_built_in_interactions_and_leaves_others_to_the_f
         (
             '{"answers": [{"selections": ["a"], "other": 3}]}',
             "the response does not fit the ask_user schema: "
-            "answers[0].other must be null or text, got the number 3",
+            "answers[0].other must be null or text, got a number",
         ),
         (
             '{"answers": {"selections": ["a"]}}',
@@ -445,7 +450,7 @@ def test_refusals_say_where_and_what_is_wrong(text: str, detail: str) -> None:
         (
             APPROVE_TOOL_CALL,
             '{"decision": "yes", "tool": "deploy", "arguments_hash": "h"}',
-            "decision must be one of 'approve', 'edit', 'reject', got 'yes'",
+            "decision must be one of 'approve', 'edit', 'reject', got text of 3 characters",
         ),
         (APPROVE_TOOL_CALL, '{"decision": "edit", "tool": "x"}', "arguments_hash is missing"),
         ("nested", '{"score": 1, "count": 2, "mood": "good", "detail": {"items": [{}]}}',
@@ -453,7 +458,7 @@ def test_refusals_say_where_and_what_is_wrong(text: str, detail: str) -> None:
         ("nested", '{"score": true, "count": 2, "mood": "good"}',
          "score must be a whole number of 32 bits, got a boolean"),
         ("nested", '{"score": 1, "count": 2, "mood": "good", "tags": {"k": 1}}',
-         "tags.k must be text, got the number 1"),
+         "tags[entry 0] must be text, got a number"),
     ],
 )  # fmt: skip
 def test_refusals_say_where_and_what_for_every_schema(name: str, text: str, detail: str) -> None:

@@ -136,11 +136,11 @@ def approval_mismatch(response: Mapping[str, Any], tool: str, hashed: str) -> Re
     """``approval_mismatch`` when the response approves another call than the paused one, or
     ``response_invalid`` when an edit carries no arguments (or a non-edit carries some)."""
     if response["tool"] != tool or response["arguments_hash"] != hashed:
+        # The place, never the values: the tool and hash the answer states are its own text.
+        which = "tool" if response["tool"] != tool else "arguments_hash"
         return Refusal(
             RefusalReason.APPROVAL_MISMATCH,
-            f"the answer decides on {response['tool']!r} with arguments "
-            f"{response['arguments_hash'][:12]}..., the pause asked about {tool!r} with "
-            f"arguments {hashed[:12]}...",
+            f"{which}: the answer decides on another call than the pause asked about",
         )
     edited = response.get("arguments_json")
     if (response["decision"] == EDIT) != (edited is not None):

@@ -79,7 +79,8 @@ class Axes(Mapping[str, "str | None"]):
             _MISMATCH, self._values(), claimed._values(), strict=True
         ):
             if stated != wanted:
-                return Refusal(reason, f"the answer states {stated!r}, the token {wanted!r}")
+                # Named, never quoted: what an answer states is its own text.
+                return Refusal(reason, "the answer states another value than its token")
         return None
 
     def _values(self) -> tuple[str | None, ...]:

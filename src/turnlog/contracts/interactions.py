@@ -113,8 +113,6 @@ _QUESTION_KEYS: Final = frozenset(
     {"question", "header", "options", "multiSelect", "multi_select", "allow_other", "allowOther"}
 )
 _OPTION_KEYS: Final = frozenset({"label", "description"})
-#: How many offered options a refusal lists before it says how many more there are.
-_OPTIONS_SHOWN: Final = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,10 +234,15 @@ def _read_questions(request: Any) -> tuple[_Question, ...]:
     return tuple(_read_question(item, f"questions[{index}]") for index, item in enumerate(raw))
 
 
-def _shown(labels: tuple[str, ...]) -> str:
-    if len(labels) <= _OPTIONS_SHOWN:
-        return repr(list(labels))
-    return f"{list(labels[:_OPTIONS_SHOWN])!r} and {len(labels) - _OPTIONS_SHOWN} more"
+def _held(value: Any) -> str:
+    """What an answer holds where a refusal points, never the value itself: a rejection is
+    kept for the rejections topic's retention, past any ``turnlog forget``, so its words name
+    the place and the kind (and a text's length), not what a person wrote."""
+    if isinstance(value, str):
+        return f"text of {_count(len(value), 'character')}"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return "a number"
+    return _kind(value)
 
 
 def _count(number: int, noun: str) -> str:
@@ -262,7 +265,7 @@ def _answers_mismatch(questions: tuple[_Question, ...], response: Any) -> str | 
         )
         if len(answers) < len(questions):
             missing = len(answers)
-            detail += f" (question {missing + 1}, {questions[missing].text!r}, has none)"
+            detail += f" (question {missing + 1} has none)"
         return detail
     for index, question in enumerate(questions):
         answer = answers[index]
@@ -283,17 +286,20 @@ def _answer_problem(
             if not question.labels:
                 return (
                     f".selections[{position}]: question {number} offers no options to select "
-                    f"({selection!r}); free text goes in other"
+                    f"(got {_held(selection)}); free text goes in other"
                 )
-            shown = _shown(question.labels)
             return (
-                f".selections[{position}]: {selection!r} is not one of the offered options {shown}"
+                f".selections[{position}]: {_held(selection)}, not one of question {number}'s "
+                f"{_count(len(question.labels), 'offered option')}"
             )
     if len(selections) > 1:
         chosen: set[str] = set()
         for position, selection in enumerate(selections):
             if selection in chosen:
-                return f".selections[{position}]: {selection!r} is selected twice"
+                return (
+                    f".selections[{position}]: the same option as an earlier selection "
+                    "(each option is selected once)"
+                )
             chosen.add(selection)
         if question.multi is False:
             return (
@@ -304,10 +310,7 @@ def _answer_problem(
     if wrote and not question.allow_other:
         return f".other: question {number} takes no free text (allow_other is false)"
     if not selections and not wrote:
-        return (
-            f": neither a selection nor free text; question {number} ({question.text!r}) is "
-            "left unanswered"
-        )
+        return f": neither a selection nor free text; question {number} is left unanswered"
     return None
 
 
@@ -337,8 +340,8 @@ def check_ask_user_response(request: Any, response: Any) -> str | None:
     :func:`check_ask_user_request`) binds no answer."""
     try:
         questions = _read_questions(request)
-    except ValueError as exc:
-        return f"the recorded request is not one ask_user can read ({exc}); no answer binds to it"
+    except ValueError:  # its words may quote the request's text: a rejection names no content
+        return "the recorded request is not one ask_user can read; no answer binds to it"
     return _answers_mismatch(questions, response)
 
 
@@ -356,10 +359,9 @@ def _ask_user_mismatch(request_json: str, response: Any) -> str | None:
     if asked is None:
         try:
             asked = _read_questions(json.loads(request_json))
-        except (ValueError, RecursionError) as exc:
-            asked = (
-                f"the recorded request is not one ask_user can read ({exc}); no answer binds to it"
-            )
+        except (ValueError, RecursionError):
+            # Its words may quote the request's text: a rejection names no content.
+            asked = "the recorded request is not one ask_user can read; no answer binds to it"
         if len(request_json) <= _ASKED_CHARS:
             if len(_ASKED) >= _ASKED_MAX:
                 _ASKED.clear()
@@ -400,11 +402,13 @@ def _unknown_field(given: Any, known: Any, path: str) -> str | None:
 
     Avro validation accepts records with extra keys; refusing them catches a client that spells a
     field wrong, whose answer would otherwise be silently read as if that field were absent.
+    The unknown key is named by its place and length, not quoted: it is the answer's text.
     """
     if isinstance(given, Mapping) and isinstance(known, Mapping):
-        for key, value in given.items():
+        for position, (key, value) in enumerate(given.items()):
             if key not in known:
-                return f"{path}.{key}" if path else str(key)
+                name = f"field {position + 1} (a name of {_count(len(str(key)), 'character')})"
+                return f"{path}: {name}" if path else name
             found = _unknown_field(value, known[key], f"{path}.{key}" if path else str(key))
             if found is not None:
                 return found
@@ -460,7 +464,7 @@ def _wanted(schema: Any, named: Mapping[str, Any]) -> str:
 
 def _schema_problem(datum: Any, schema: Any, named: Mapping[str, Any], path: str) -> str | None:
     """Where ``datum`` first fails ``schema`` and how -- ``answers[0].selections is missing``,
-    ``answers[0].other must be null or text, got the number 3`` -- or ``None`` when this walk
+    ``answers[0].other must be null or text, got a number`` -- or ``None`` when this walk
     finds nothing (the caller then names fastavro's fields). Run only on the way to a refusal.
 
     It follows fastavro's validation (a missing field is its default, else null; ints are not
@@ -486,13 +490,13 @@ def _schema_problem(datum: Any, schema: Any, named: Mapping[str, Any], path: str
             )
         ):
             return _schema_problem(datum, others[0], named, path)
-        return f"{where} must be {_wanted(resolved, named)}, got {_kind(datum)}"
-    wrong = f"{where} must be {_wanted(resolved, named)}, got {_kind(datum)}"
+        return f"{where} must be {_wanted(resolved, named)}, got {_held(datum)}"
+    wrong = f"{where} must be {_wanted(resolved, named)}, got {_held(datum)}"
     if kind in ("record", "error"):
         if not isinstance(datum, Mapping):
             return wrong
         if "-type" in datum and datum["-type"] != resolved["name"]:
-            return f"{where} names the type {datum['-type']!r}, not {resolved['name']!r}"
+            return f"{where} names another type than {resolved['name']!r}"
         for spec in resolved["fields"]:
             name = spec["name"]
             at = f"{path}.{name}" if path else str(name)
@@ -515,16 +519,16 @@ def _schema_problem(datum: Any, schema: Any, named: Mapping[str, Any], path: str
     if kind == "map":
         if not isinstance(datum, Mapping) or not all(isinstance(k, str) for k in datum):
             return wrong
-        for key, item in datum.items():
-            found = _schema_problem(item, resolved["values"], named, f"{path}.{key}")
+        for position, item in enumerate(datum.values()):
+            # A map's keys are the answer's text: the place is the entry's position.
+            found = _schema_problem(item, resolved["values"], named, f"{path}[entry {position}]")
             if found is not None:
                 return found
         return None
     if kind == "enum":
         if isinstance(datum, str) and datum in resolved["symbols"]:
             return None
-        got = repr(datum) if isinstance(datum, str) else _kind(datum)
-        return f"{where} must be {_wanted(resolved, named)}, got {got}"
+        return f"{where} must be {_wanted(resolved, named)}, got {_held(datum)}"
     fits = {
         "null": datum is None,
         "boolean": datum is True or datum is False,
@@ -817,7 +821,7 @@ class Interaction:
         if unknown is not None:
             raise refuse(
                 RefusalReason.RESPONSE_INVALID,
-                f"the response has a field the {self.name} schema does not know: {unknown}",
+                f"the response has a field the {self.name} schema does not know, at {unknown}",
             )
         return shaped
 
@@ -891,7 +895,8 @@ class InteractionRegistry:
 
             def one_of_the_dates(request, response):
                 if response["date"] not in request["dates"]:
-                    return f"date: {response['date']!r} is not one of {request['dates']!r}"
+                    # the place and the reason: a rejection never quotes the answer
+                    return f"date: not one of the {len(request['dates'])} dates offered"
                 return None
 
             tl.interactions.register("pick_date", schema, check_response=one_of_the_dates)

@@ -165,7 +165,7 @@ def mismatched_axis(answer: AnswerSubmitted, claims: PauseClaims) -> Refusal | N
     if answer.thread_id != claims.thread_id:
         return Refusal(
             RefusalReason.THREAD_MISMATCH,
-            f"the answer states {answer.thread_id!r}, the token {claims.thread_id!r}",
+            f"the answer states another thread than its token, {claims.thread_id!r}",
         )
     return None
 
