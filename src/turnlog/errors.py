@@ -15,6 +15,8 @@ The whole tree (the CLI's exit code for each in brackets)::
     ├── Refused                   an answer or token refused by a rule of the contract      [3]
     │                             (turnlog.contracts.refusals; ``reason`` is the rule's name)
     ├── DecodeError               bytes from outside that are not a turnlog value           [1]
+    │   └── ContentShredded       a sealed turn whose key is gone: its thread was forgotten [1]
+    │                             (turnlog.wire.sealing)
     ├── TopicMismatch             an existing topic contradicts the topic set               [1]
     ├── StoreError                the local store disagrees with the log                    [1]
     │   └── StoreLocked           the store is open read-write by another process, named    [1]
@@ -80,6 +82,20 @@ class DecodeError(TurnlogError):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+
+
+class ContentShredded(DecodeError):
+    """A sealed resumed turn whose key the keys topic no longer holds: ``turnlog forget``
+    tombstoned it, so nothing of the turn's content can be read any more (its ids can)."""
+
+    def __init__(self, thread_id: str, event_id: str) -> None:
+        super().__init__(
+            "content_shredded",
+            f"the resumed turn {event_id!r} of thread {thread_id!r} is sealed and its key is "
+            "gone (the thread was forgotten): its content cannot be read",
+        )
+        self.thread_id = thread_id
+        self.event_id = event_id
 
 
 class TopicMismatch(TurnlogError):

@@ -57,6 +57,7 @@ ENV: Final[Mapping[str, str]] = {
     "max_answer_bytes": "TURNLOG_MAX_ANSWER_BYTES",
     "wire": "TURNLOG_WIRE",
     "schema_registry_url": "TURNLOG_SCHEMA_REGISTRY_URL",
+    "seal": "TURNLOG_SEAL",
 }
 #: The framings a process may write (``wire``); every process reads both.
 WIRES: Final = ("single-object", "registry")
@@ -82,7 +83,7 @@ _MIN_INT: Final[Mapping[str, int]] = {
 }
 _TEXT: Final = ("bootstrap_servers", "topic_prefix", "application_id", "issuer", "audience")
 _PATHS: Final = ("state_dir", "keys_dir")
-_BOOLS: Final = ("create_topics",)
+_BOOLS: Final = ("create_topics", "seal")
 _SECONDS: Final = ("broker_timeout_seconds", "connect_timeout_seconds")
 # Kafka's legal topic-name characters; the prefix leaves room for the longest suffix.
 _TOPIC_CHARS = re.compile(r"[A-Za-z0-9._-]{1,200}")
@@ -307,6 +308,12 @@ class Settings:
     #: A Confluent-compatible schema registry (``https://key:secret@host`` for basic
     #: credentials), or empty: needed to write the registry wire and to read its records.
     schema_registry_url: str = ""
+    #: The worker seals every resumed turn it writes under a key of the turn's own, kept on
+    #: the compacted ``<prefix>keys`` topic, so that ``forget`` (which tombstones the thread's
+    #: keys) makes every copy of the thread's resumed turns unreadable at once: on the topic
+    #: for its retention, in a mirror, in a backup (``wire/sealing.py``). Readers open sealed
+    #: turns whatever this says.
+    seal: bool = False
     #: How every Kafka client connects: security protocol, SASL, TLS, client id
     #: (``TURNLOG_KAFKA_*`` or a client.properties file, ``kafka/security.py``).
     kafka: KafkaSecurity = field(default_factory=KafkaSecurity)

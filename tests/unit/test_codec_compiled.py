@@ -96,6 +96,7 @@ def _records(schema: Any, named: dict[str, st.SearchStrategy[Any]]) -> st.Search
         return {
             "null": st.none(),
             "string": text,
+            "bytes": st.binary(max_size=300),
             "long": int64,
             "int": int32,
             "boolean": st.booleans(),

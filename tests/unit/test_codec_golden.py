@@ -166,8 +166,9 @@ _UNCLAIMED = replace(
 )
 
 HISTORY: dict[str, tuple[WireValue, tuple[str, ...]]] = {
-    "TurnResumed.v1": (replace(_RESUMED, answered=None), ("answered", "answers")),
-    "TurnResumed.v2": (_RESUMED, ("answers",)),
+    "TurnResumed.v1": (replace(_RESUMED, answered=None), ("answered", "answers", "sealed")),
+    "TurnResumed.v2": (_RESUMED, ("answers", "sealed")),
+    "TurnResumed.v3": (_RESUMED, ("sealed",)),
     "PauseRecorded.v1": (GOLDEN["PauseRecorded"], ("group",)),
     "PauseExpired.v1": (GOLDEN["PauseExpired"], ("reason",)),
     "TokenConsumed.v1": (_UNCLAIMED, ("response_json", *_CLAIM_FIELDS)),

@@ -119,9 +119,10 @@ def test_a_turnlog_type_under_a_schema_this_build_never_saw_is_read_by_resolutio
 
 def test_the_history_is_oldest_first_and_ends_with_todays() -> None:
     versions = codec.versions_of("TurnResumed")
-    assert len(versions) == 3 and versions[-1] == codec.schema_for("TurnResumed")
+    assert len(versions) == 4 and versions[-1] == codec.schema_for("TurnResumed")
     assert [f["name"] for f in versions[0]["fields"]][-1] == "history"
-    assert [f["name"] for f in versions[-1]["fields"]][-1] == "answers"
+    assert [f["name"] for f in versions[-2]["fields"]][-1] == "answers"
+    assert [f["name"] for f in versions[-1]["fields"]][-1] == "sealed"
     paused = codec.versions_of("PauseRecorded")
     assert len(paused) == 2 and paused[-1] == codec.schema_for("PauseRecorded")
     assert codec.versions_of("AnswerRejected") == (codec.schema_for("AnswerRejected"),)

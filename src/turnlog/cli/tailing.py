@@ -12,7 +12,7 @@ line (exit 4).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from turnlog.errors import BrokerUnavailable
@@ -31,7 +31,7 @@ async def follow(
     budget_seconds: float,
     idle_seconds: float,
     max_records: int | None,
-    show: Callable[[Any], None],
+    show: Callable[[Any], Awaitable[None]],
 ) -> int:
     """Hand every record of ``consumer`` to ``show`` until ``max_records`` were shown or none
     came for ``idle_seconds``; returns how many were. Raises :class:`BrokerUnavailable` once
@@ -53,7 +53,7 @@ async def follow(
             for records in batch.values():
                 for record in records:
                     seen += 1
-                    show(record)
+                    await show(record)
             continue
         if outage.down or now - heard >= PROBE_SECONDS:
             if await broker_reachable(consumer, PROBE_SECONDS):

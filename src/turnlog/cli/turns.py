@@ -473,6 +473,8 @@ async def tail(
     """Print records of the resumed or rejections stream (read_committed)."""
     setup_logs(ctx, log_level, log_format)
     from turnlog.cli.tailing import follow
+    from turnlog.consumers.content_keys import KeyRing
+    from turnlog.contracts.events import TurnResumed
     from turnlog.errors import DecodeError
     from turnlog.kafka import clients
     from turnlog.kafka.outage import ride_out
@@ -481,7 +483,8 @@ async def tail(
     from turnlog.wire.codec import decode
     from turnlog.wire.records import to_record
 
-    topics = TopicSet.from_settings(run_state(ctx).settings)
+    settings = run_state(ctx).settings
+    topics = TopicSet.from_settings(settings)
     names = {"resumed": topics.resumed, "rejections": topics.rejections}
     if stream not in names:
         raise fail(f"tail takes 'resumed' or 'rejections', not {stream!r}", EXIT_USAGE)
@@ -502,9 +505,13 @@ async def tail(
             raise
         return consumer
 
-    def show(record: Any) -> None:
+    keys = KeyRing(settings, topics)
+
+    async def show(record: Any) -> None:
         try:
             event = decode(record.value)
+            if isinstance(event, TurnResumed) and event.sealed is not None:
+                event = await keys.open(event, record.partition)
         except DecodeError as exc:
             err.print(f"[yellow]{record.partition}@{record.offset}: {exc}[/yellow]")
             return
@@ -514,7 +521,6 @@ async def tail(
         else:
             _print_event(data)
 
-    settings = run_state(ctx).settings
     consumer = await ride_out(started, settings=settings, who="tail")
     try:
         await follow(
@@ -527,6 +533,7 @@ async def tail(
         )
     finally:
         await close_consumer(consumer)
+        await keys.close()
 
 
 def _print_event(data: dict[str, Any]) -> None:

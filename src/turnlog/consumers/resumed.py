@@ -33,8 +33,9 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, ConsumerStoppedError, IllegalStateError
 from prometheus_client import CollectorRegistry
 
+from turnlog.consumers.content_keys import KeyRing
 from turnlog.contracts.events import AskUserAnswered, PauseExpired, TurnResumed
-from turnlog.errors import BrokerUnavailable, DecodeError, TurnlogError
+from turnlog.errors import BrokerUnavailable, ContentShredded, DecodeError, TurnlogError
 from turnlog.kafka import clients
 from turnlog.kafka.lifecycle import Lifecycle
 from turnlog.kafka.partitioning import check_thread_id, partition_for
@@ -198,6 +199,8 @@ class ResumedTurns(Lifecycle):
         )
         self._started = False
         self._stopped = False
+        #: Opens sealed turns (``TURNLOG_SEAL``); a Kafka reader only once it meets one.
+        self._keys = KeyRing(settings, self.topics)
 
     async def start(self) -> None:
         """Join the group, waiting out an unreachable broker (up to the outage budget)."""
@@ -232,6 +235,7 @@ class ResumedTurns(Lifecycle):
         self._started = False
         self._stopped = True
         await close_consumer(self._consumer)
+        await self._keys.close()
 
     async def deliveries(self) -> AsyncIterator[Delivery]:
         await self.start()
@@ -247,6 +251,14 @@ class ResumedTurns(Lifecycle):
                 continue  # handed out and handled here before; its commit is owed, not lost
             try:
                 event = decode(record.value) if record.value is not None else None
+                if isinstance(event, TurnResumed) and event.sealed is not None:
+                    event = await self._keys.open(event, record.partition)
+            except ContentShredded as exc:
+                # Its thread was forgotten: nothing of it is handed out, as of any record
+                # that is not a turn.
+                log.info("resumed turns: %s[%d]@%d skipped: %s", record.topic,
+                         record.partition, record.offset, exc)  # fmt: skip
+                event = None
             except DecodeError:
                 event = None
             if isinstance(event, TurnResumed) or (
@@ -478,7 +490,8 @@ async def read_thread_turn(
         expired_unasked = False
         while True:
             if newest is not None and await consumer.position(tp) >= end:
-                return newest  # read to where the log was when the call began
+                # read to where the log was when the call began
+                return await opened(settings, topics, newest, tp.partition)
             left = deadline - loop.time()
             if left <= 0:
                 break
@@ -488,7 +501,8 @@ async def read_thread_turn(
                 if isinstance(event, PauseExpired) and not include_expired:
                     expired_unasked = True
                 elif event is not None and (token_id is not None or record.offset >= end):
-                    return event  # the pause's one turn, or the first after the call began
+                    # the pause's one turn, or the first after the call began
+                    return await opened(settings, topics, event, tp.partition)
                 elif event is not None:
                     newest = event
         if newest is not None:
@@ -505,6 +519,23 @@ async def read_thread_turn(
         )
     finally:
         await close_consumer(consumer)
+
+
+async def opened(
+    settings: Settings,
+    topics: TopicSet,
+    event: TurnResumed | PauseExpired,
+    partition: int | None = None,
+) -> TurnResumed | PauseExpired:
+    """``event``, a sealed turn opened with its key (a reader of its own, closed after);
+    :class:`ContentShredded` when its thread was forgotten."""
+    if not isinstance(event, TurnResumed) or event.sealed is None:
+        return event
+    ring = KeyRing(settings, topics)
+    try:
+        return await ring.open(event, partition)
+    finally:
+        await ring.close()
 
 
 async def _thread_partition(

@@ -56,6 +56,7 @@ from aiokafka.errors import (
 from prometheus_client import CollectorRegistry
 
 from turnlog.clock import utc_now
+from turnlog.consumers.content_keys import ensure_keys_topic, seal_outputs
 from turnlog.consumers.handler import AnswerHandler, Handled, Output, StartedBatch, event_meta
 from turnlog.consumers.ownership import Ownership
 from turnlog.consumers.placement import MOST_STANDBYS, Holding, assignor_for
@@ -316,6 +317,8 @@ class ResumeWorker(Lifecycle):
         #: ``--passive`` (a region's standby, docs/operations/regions.md): warm copies of every
         #: partition, and no answers group until an operator's promotion is on the control topic.
         self.passive = passive
+        #: Every resumed turn written sealed, its key beside it (``TURNLOG_SEAL``).
+        self.seal = settings.seal
         #: The promotion this worker took over on (``None``: active from the start, or waiting).
         self.promotion: Promotion | None = None
         self._copies_all = passive
@@ -398,6 +401,8 @@ class ResumeWorker(Lifecycle):
         if self._started:
             return
         await prepare_wire(self.settings, self.topics)  # the registry wire's ids, if set
+        if self.seal:
+            await ensure_keys_topic(self.settings, self.topics)
         outage = self._outage_watch()
         consumer_started = False
         while True:
@@ -848,8 +853,11 @@ class ResumeWorker(Lifecycle):
                 (record, await self._handler.repair(record, on_log, one.pending, now))
             )
         for record, handled in handled_all:
-            one.outputs.extend(handled.outputs)
-            one.headers.extend([self._trace(record)] * len(handled.outputs))
+            outputs = handled.outputs
+            if self.seal:
+                outputs = seal_outputs(self.topics, outputs)
+            one.outputs.extend(outputs)
+            one.headers.extend([self._trace(record)] * len(outputs))
             one.outcomes.append((record, handled))
             if handled.repaired:
                 counts.repaired += 1

@@ -150,6 +150,10 @@ class TurnResumed(Event):
     #: ``tool_call_id``, ``interrupt_id``, ``token_id``, ``answer_id``, ``name``,
     #: ``response_json``), in the order of the calls; the top-level answer is the last one.
     answers: tuple[Mapping[str, Any], ...] = ()
+    #: A sealed turn (the worker's ``TURNLOG_SEAL``): the content fields above are empty and
+    #: this holds them encrypted under the turn's own key on the keys topic
+    #: (:mod:`turnlog.wire.sealing`); readers of turnlog open it before handing the turn out.
+    sealed: bytes | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "history", tuple(normalize_message(m) for m in self.history))

@@ -27,6 +27,8 @@ _UNKNOWN_TOPIC = 3
 _TOPIC_ALREADY_EXISTS = 36
 
 WEEK_MS = 7 * 24 * 3600 * 1000
+DAY_MS = 24 * 3600 * 1000
+HOUR_MS = 3600 * 1000
 
 
 class TopicSettings(Protocol):
@@ -98,6 +100,35 @@ class TopicSet:
     @property
     def rejections(self) -> str:
         return f"{self.prefix}rejections"
+
+    @property
+    def keys(self) -> str:
+        """The content keys of sealed resumed turns (``TURNLOG_SEAL``): made by a sealing
+        worker, not one of :meth:`specs` (a deployment that never seals has none)."""
+        return f"{self.prefix}keys"
+
+    def keys_spec(self) -> TopicSpec:
+        """Compacted, so ``forget``'s tombstones remove a key; and deleted past the resumed
+        turns' retention and a day, when the turns a key opens are gone too. Short segments,
+        and compaction at most a day behind, so a tombstoned key's bytes go within a day even
+        without ``forget --erase-within`` on a partition that is written to."""
+        common = (
+            {"min.insync.replicas": str(self.min_insync_replicas)}
+            if self.min_insync_replicas
+            else {}
+        )
+        return TopicSpec(
+            self.keys,
+            "keys",
+            True,
+            {
+                **common,
+                "cleanup.policy": "compact,delete",
+                "retention.ms": str(self.retention_ms + DAY_MS),
+                "segment.ms": str(HOUR_MS),
+                "max.compaction.lag.ms": str(DAY_MS),
+            },
+        )
 
     def specs(self) -> tuple[TopicSpec, ...]:
         isr = {"min.insync.replicas": str(self.min_insync_replicas)}
@@ -188,16 +219,21 @@ def check(spec: TopicSpec, state: TopicState, partitions: int, replication: int 
 
 
 async def ensure_topics(
-    admin: AIOKafkaAdminClient, topics: TopicSet, *, create: bool = True
+    admin: AIOKafkaAdminClient,
+    topics: TopicSet,
+    *,
+    create: bool = True,
+    extra: tuple[TopicSpec, ...] = (),
 ) -> list[str]:
     """Create the missing topics and verify the existing ones. Returns the names created.
 
     Every topic must have the topic set's partition count; an existing topic with another count
     is refused rather than adopted, so a process configured differently fails loudly at start
     instead of creating a mismatched sibling. With ``create=False`` (``TURNLOG_CREATE_TOPICS``
-    false: operators make the topics) a missing topic is refused by name instead.
+    false: operators make the topics) a missing topic is refused by name instead. ``extra``:
+    topics beyond the set that this process needs (a sealing worker's keys topic).
     """
-    specs = topics.specs()
+    specs = (*topics.specs(), *extra)
     existing = await describe(admin, [s.name for s in specs])
     partitions = topics.partitions
     for spec in specs:

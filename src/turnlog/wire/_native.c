@@ -33,6 +33,7 @@ enum {
     OP_MILLIS = 8, /* long, timestamp-millis */
     OP_DOUBLE = 9,
     OP_RAW = 10, /* an array read as (items, count, starts, at) */
+    OP_BYTES = 11,
 };
 
 typedef struct Node {
@@ -83,6 +84,7 @@ static Node *node_build(PyObject *spec, int depth) {
     Py_ssize_t size = PyTuple_GET_SIZE(spec);
     switch (op) {
     case OP_STRING:
+    case OP_BYTES:
     case OP_LONG:
     case OP_INT:
     case OP_BOOLEAN:
@@ -250,6 +252,11 @@ static PyObject *read_value(Cursor *c, const Node *node);
 /* Walks one value, building nothing, with every check read_value makes (strings: UTF-8). */
 static int skip_value(Cursor *c, const Node *node) {
     switch (node->op) {
+    case OP_BYTES: {
+        const unsigned char *s;
+        Py_ssize_t n;
+        return read_span(c, &s, &n);
+    }
     case OP_STRING: {
         const unsigned char *s;
         Py_ssize_t n;
@@ -385,6 +392,12 @@ static PyObject *read_millis(int64_t ms) {
 
 static PyObject *read_value(Cursor *c, const Node *node) {
     switch (node->op) {
+    case OP_BYTES: {
+        const unsigned char *s;
+        Py_ssize_t n;
+        if (read_span(c, &s, &n) < 0) return NULL;
+        return PyBytes_FromStringAndSize((const char *)s, n);
+    }
     case OP_STRING: {
         const unsigned char *s;
         Py_ssize_t n;

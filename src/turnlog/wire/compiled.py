@@ -293,6 +293,15 @@ class _Compiler:
                 f"{pad}ap(_SMALL[{n}] if {n} < 4096 else _long({n}))",
                 f"{pad}ap({b})",
             ]
+        if kind == "bytes":
+            b = self._tmp("b")
+            return [
+                f"{pad}{b} = {expr}",
+                f"{pad}if type({b}) is not bytes:",
+                f"{pad}    raise TypeError('a bytes field must be bytes')",
+                f"{pad}ap(_long(len({b})))",
+                f"{pad}ap({b})",
+            ]
         if kind in ("long", "int", "boolean", "double"):
             return [f"{pad}ap(_{kind}({expr}))"]
         if kind == "enum":
@@ -358,9 +367,9 @@ class _Compiler:
             f"{pad}{self._high} += p - {start} - 1",
         ]
 
-    def _read_string(self, target: str, depth: int) -> list[str]:
+    def _read_string(self, target: str, depth: int, *, raw: bool = False) -> list[str]:
         """A one-byte length (under 64 bytes) is one table lookup; up to 8191 (two varint bytes)
-        is read inline."""
+        is read inline. ``raw``: Avro ``bytes``, the same layout left undecoded."""
         pad = "    " * depth
         n, high = self._tmp("n"), self._tmp("h")
         return [
@@ -380,7 +389,7 @@ class _Compiler:
             f"{pad}{n} += p",
             f"{pad}if {n} > end:",
             f"{pad}    raise _Truncated",
-            f"{pad}{target} = d[p:{n}].decode()",
+            f"{pad}{target} = d[p:{n}]" + ("" if raw else ".decode()"),
             f"{pad}p = {n}",
         ]
 
@@ -393,6 +402,8 @@ class _Compiler:
             return self._read_union(kind, target, depth)
         if kind == "string":
             return self._read_string(target, depth)
+        if kind == "bytes":
+            return self._read_string(target, depth, raw=True)
         if kind == "long" and logical == "timestamp-millis":
             return [
                 *self._read_varint(target, depth),
@@ -562,7 +573,7 @@ class _Compiler:
                 f"{pad}elif {index} != 0:",
                 f"{pad}    raise _Malformed('a union branch this schema does not have')",
             ]
-        if kind == "string":
+        if kind in ("string", "bytes"):
             # One byte (a string under 64 bytes) is one table step; a bad length steps past the
             # end, which the next read of ``d[p]`` refuses. No bound is checked here: every
             # skipped string is followed by a read, and an overshoot makes it an IndexError.

@@ -33,7 +33,7 @@ from typing import Any
 __all__ = ["AVAILABLE", "UNAVAILABLE_BECAUSE", "compile_program", "program_of", "read"]
 
 OP_STRING, OP_LONG, OP_INT, OP_BOOLEAN, OP_ENUM, OP_UNION = 0, 1, 2, 3, 4, 5
-OP_ARRAY, OP_RECORD, OP_MILLIS, OP_DOUBLE, OP_RAW = 6, 7, 8, 9, 10
+OP_ARRAY, OP_RECORD, OP_MILLIS, OP_DOUBLE, OP_RAW, OP_BYTES = 6, 7, 8, 9, 10, 11
 
 _SOURCE = Path(__file__).with_name("_native.c")
 
@@ -107,6 +107,7 @@ def program_of(expanded: dict[str, Any], raw: frozenset[str] = frozenset()) -> t
             return (OP_MILLIS,)
         simple = {
             "string": OP_STRING,
+            "bytes": OP_BYTES,
             "long": OP_LONG,
             "int": OP_INT,
             "boolean": OP_BOOLEAN,

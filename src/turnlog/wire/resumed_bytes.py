@@ -69,7 +69,7 @@ def _writers() -> _Writers:
     """The compiled writers, after checking that the schemas are still the ones this module
     lays out by hand: a field added to ``TurnResumed`` must fail here, not write a wrong record."""
     fields = [f["name"] for f in schema_for("TurnResumed")["fields"]]
-    if fields != [*ResumedFields._fields, "history", "answered", "answers"]:
+    if fields != [*ResumedFields._fields, "history", "answered", "answers", "sealed"]:
         raise RuntimeError(f"TurnResumed's fields changed ({fields}); update resumed_bytes")
     message = schema_for("Message")
     names = [f["name"] for f in message["fields"]]
@@ -125,6 +125,8 @@ def encode_turn_resumed(
             writers.answered(record, parts.append)
         # answers: the calls of a group, written only by the decoding path (a group's last
         # answer is resumed decoded): here, always the empty array.
+        parts.append(b"\x00")
+        # sealed: never here -- sealing wraps the whole record afterwards (wire/sealing.py).
         parts.append(b"\x00")
     except (TypeError, UnicodeEncodeError, OverflowError) as exc:
         raise ValueError(f"TurnResumed cannot be written with its schema: {exc}") from exc
