@@ -21,6 +21,7 @@ from turnlog.contracts.interactions import (
     ASK_USER_RESPONSE_SCHEMA,
     Interaction,
     InteractionRegistry,
+    _field_names,
     check_ask_user_request,
     check_ask_user_response,
     default_interactions,
@@ -158,23 +159,27 @@ def test_a_schema_that_is_not_a_valid_record_is_refused_at_registration(
 # -- the one-pass shaping against the full check it stands in for -------------------------------
 
 
-def _reference_unknown_field(given: Any, known: Any, path: str) -> str | None:
+def _reference_unknown_field(
+    given: Any, known: Any, path: str, fields: frozenset[str]
+) -> str | None:
     """``_unknown_field`` as it was before the one-pass shaping, kept as the reference (its
-    words as they are now)."""
+    words as they are now: the answer's keys told by place and length)."""
     if isinstance(given, Mapping) and isinstance(known, Mapping):
         for position, (key, value) in enumerate(given.items()):
-            if key not in known:  # named by place and length: the key is the answer's text
+            if key not in known:
                 chars = f"{len(key)} character" + ("" if len(key) == 1 else "s")
                 name = f"field {position + 1} (a name of {chars})"
                 return f"{path}: {name}" if path else name
-            found = _reference_unknown_field(
-                value, known[key], f"{path}.{key}" if path else str(key)
-            )
+            if key in fields:
+                at = f"{path}.{key}" if path else str(key)
+            else:
+                at = f"{path}[entry {position}]"
+            found = _reference_unknown_field(value, known[key], at, fields)
             if found is not None:
                 return found
     elif isinstance(given, list) and isinstance(known, list):
         for index, (g, k) in enumerate(zip(given, known, strict=False)):
-            found = _reference_unknown_field(g, k, f"{path}[{index}]")
+            found = _reference_unknown_field(g, k, f"{path}[{index}]", fields)
             if found is not None:
                 return found
     return None
@@ -198,7 +203,8 @@ def reference_validate(interaction: Interaction, response_json: str) -> Any:
     schemaless_writer(buffer, parsed, datum)
     buffer.seek(0)
     shaped = schemaless_reader(buffer, parsed, None)
-    unknown = _reference_unknown_field(datum, shaped, "")
+    fields = _field_names(interaction.response_schema)
+    unknown = _reference_unknown_field(datum, shaped, "", fields)
     if unknown is not None:
         raise refuse(
             RefusalReason.RESPONSE_INVALID,
@@ -668,3 +674,42 @@ def test_an_approval_request_paused_as_ask_user_is_pointed_to_approve_tool_call(
     assert problem is not None
     assert "APPROVE_TOOL_CALL" in problem and APPROVE_TOOL_CALL in problem, problem
     assert "interaction=" in problem, problem
+
+
+def test_a_refusal_tells_the_answers_keys_by_place_never_quoting_them() -> None:
+    """A map's keys and an unknown field's name are the answer's text: a rejection, kept past
+    ``turnlog forget``, names where they are and how long, not what they say."""
+    schema = {
+        "type": "record",
+        "name": "Tagged",
+        "fields": [
+            {
+                "name": "tags",
+                "type": {
+                    "type": "map",
+                    "values": {
+                        "type": "record",
+                        "name": "Tag",
+                        "fields": [{"name": "label", "type": "string"}],
+                    },
+                },
+            }
+        ],
+    }
+    tagged = Interaction("tagged", schema)
+    for response, detail in (
+        (
+            {"tags": {"SECRETKEY": {"label": "x", "SECRETFIELD": 1}}},
+            "the response has a field the tagged schema does not know, at tags[entry 0]: "
+            "field 2 (a name of 11 characters)",
+        ),
+        (
+            {"tags": {"SECRETKEY": {"label": 3}}},
+            "the response does not fit the tagged schema: tags[entry 0].label must be text, "
+            "got a number",
+        ),
+    ):
+        with pytest.raises(Refused) as caught:
+            tagged.validate(json.dumps(response))
+        assert caught.value.refusal.detail == detail
+        assert "SECRET" not in caught.value.refusal.detail

@@ -397,24 +397,46 @@ def _bound(check: ResponseCheck, name: str) -> Bind:
     return bind
 
 
-def _unknown_field(given: Any, known: Any, path: str) -> str | None:
+def _field_names(schema: Any) -> frozenset[str]:
+    """Every record field name ``schema`` declares: the words a refusal's path may use."""
+    names: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            for spec in node.get("fields") or ():
+                if isinstance(spec, Mapping) and isinstance(spec.get("name"), str):
+                    names.add(spec["name"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return frozenset(names)
+
+
+def _unknown_field(given: Any, known: Any, path: str, fields: frozenset[str]) -> str | None:
     """The first key of ``given`` that the schema-shaped ``known`` lacks.
 
     Avro validation accepts records with extra keys; refusing them catches a client that spells a
     field wrong, whose answer would otherwise be silently read as if that field were absent.
-    The unknown key is named by its place and length, not quoted: it is the answer's text.
+    The unknown key is named by its place and length, not quoted: it is the answer's text; so is
+    a map's key on the way to it (``[entry n]``), where a field of the schema (``fields``) is
+    named.
     """
     if isinstance(given, Mapping) and isinstance(known, Mapping):
         for position, (key, value) in enumerate(given.items()):
             if key not in known:
                 name = f"field {position + 1} (a name of {_count(len(str(key)), 'character')})"
                 return f"{path}: {name}" if path else name
-            found = _unknown_field(value, known[key], f"{path}.{key}" if path else str(key))
+            if key in fields:
+                at = f"{path}.{key}" if path else str(key)
+            else:
+                at = f"{path}[entry {position}]"
+            found = _unknown_field(value, known[key], at, fields)
             if found is not None:
                 return found
     elif isinstance(given, list) and isinstance(known, list):
         for index, (g, k) in enumerate(zip(given, known, strict=False)):
-            found = _unknown_field(g, k, f"{path}[{index}]")
+            found = _unknown_field(g, k, f"{path}[{index}]", fields)
             if found is not None:
                 return found
     return None
@@ -817,7 +839,7 @@ class Interaction:
         schemaless_writer(buffer, self._parsed, datum)
         buffer.seek(0)
         shaped = schemaless_reader(buffer, self._parsed, None)
-        unknown = _unknown_field(datum, shaped, "")
+        unknown = _unknown_field(datum, shaped, "", _field_names(self.response_schema))
         if unknown is not None:
             raise refuse(
                 RefusalReason.RESPONSE_INVALID,
