@@ -82,6 +82,14 @@ def group_options() -> dict[str, int]:
     }
 
 
+def seal_options() -> dict[str, bool]:
+    """``TURNLOG_SEAL`` as ``turnlog worker`` reads it: the worker seals every resumed turn
+    under a key of its own (``docs/operations/forgetting.md``), so its cost is measured with
+    the setting a user sets."""
+    settings = Settings.from_env({n: os.environ[n] for n in ("TURNLOG_SEAL",) if n in os.environ})
+    return {"seal": settings.seal}
+
+
 def make_deployment(
     bootstrap: str,
     prefix: str,

@@ -37,7 +37,13 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
-from bench.common import group_options, raw_read_to_end, reader_consumer, wire_options
+from bench.common import (
+    group_options,
+    raw_read_to_end,
+    reader_consumer,
+    seal_options,
+    wire_options,
+)
 from bench.measure import REPO, Profiling, memory_kb
 from turnlog.kafka import clients
 
@@ -145,6 +151,7 @@ async def run_turnlog(config: dict[str, Any]) -> None:
         commit_interval_ms=config["commit_interval_ms"],
         **wire_options(),  # type: ignore[arg-type]
         **group_options(),  # TURNLOG_SESSION_TIMEOUT_MS, as `turnlog worker` reads it
+        **seal_options(),  # TURNLOG_SEAL, as `turnlog worker` reads it
     )
     if "ledger_keep_seconds" in config:
         settings = settings.with_(ledger_keep_seconds=config["ledger_keep_seconds"])

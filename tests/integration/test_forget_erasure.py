@@ -12,10 +12,12 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from aiokafka import TopicPartition
 
 from tests.conftest import Names
 from tests.deployment import REQUEST, sample_checkpoint
@@ -26,6 +28,7 @@ from turnlog.a2a import TaskLog, tasks_topic
 from turnlog.a2a.fold import SAVE, Entry
 from turnlog.clock import utc_now
 from turnlog.kafka.partitioning import partition_for
+from turnlog.kafka.reader import LogReader, Record
 from turnlog.mcp import results_topic
 from turnlog.mcp.results import RecordedResult, ResultLog
 from turnlog.notify import undelivered
@@ -70,6 +73,28 @@ async def _pause_and_answer(tl: Turnlog, thread: str, marker: str) -> Paused:
     sent = await tl.answer(paused.token, answer, **paused.axes)
     assert (await tl.outcome(sent.answer_id, timeout=60)).accepted
     return paused
+
+
+async def _content_keys(
+    settings: Settings, topic: str, partition: int, threads: tuple[str, ...]
+) -> list[bytes]:
+    """The key of each thread's one sealed resumed turn, as the keys topic holds it."""
+    reader = LogReader(settings.connection, client_id="test-erasure-keys")
+    found: dict[str, bytes] = {}
+    await reader.start()
+    try:
+        await reader.assign({TopicPartition(topic, partition): None})
+
+        async def keep(batch: Sequence[Record]) -> None:
+            for record in batch:
+                thread = bytes(record.key or b"").partition(b"\x00")[0].decode()
+                if thread in threads and record.value is not None:
+                    found[thread] = bytes(record.value)
+
+        await reader.read_to_end(keep, timeout=30)
+    finally:
+        await reader.stop()
+    return [found[thread] for thread in threads]
 
 
 async def _notices_not_delivered(settings: Settings, markers: dict[str, str]) -> None:
@@ -131,7 +156,9 @@ async def _door_records(settings: Settings, markers: dict[str, str]) -> None:
 async def test_forget_erase_within_leaves_no_byte_of_the_thread_in_any_broker_file(
     bootstrap: str, names: Names, tmp_path: Path
 ) -> None:
-    settings = api_settings(bootstrap, names, tmp_path).with_(partitions=3)
+    # The workers seal (TURNLOG_SEAL): the resumed turns' text is on no topic in the clear, and
+    # each turn's key on the keys topic is erased like the rest.
+    settings = api_settings(bootstrap, names, tmp_path).with_(partitions=3, seal=True)
     log_dir = _broker_log_dir(bootstrap)
     gone_marker, kept_marker = f"GONE{uuid.uuid4().hex}", f"KEPT{uuid.uuid4().hex}"
     # Two threads on the same partition: the kept one must survive the cleaning.
@@ -152,12 +179,19 @@ async def test_forget_erase_within_leaves_no_byte_of_the_thread_in_any_broker_fi
     compacted = [f"{names.prefix}{t}" for t in ("pauses", "answers", "consumptions")]
     compacted += [results_topic(settings).name, tasks_topic(settings)]
     compacted.append(undelivered.topic_name(settings))
+    compacted.append(f"{names.prefix}keys")
     p = partition_for(gone, 3)
     assert _holding(log_dir, compacted, p, gone_marker.encode()), "the markers were never written"
+    # Sealed: neither thread's text is in any file of the resumed topic.
+    streams = [f"{names.prefix}resumed", f"{names.prefix}rejections"]
+    for marker in (gone_marker, kept_marker):
+        assert not _holding(log_dir, streams, p, marker.encode())
+    gone_key, kept_key = await _content_keys(settings, f"{names.prefix}keys", p, (gone, kept))
+    assert _holding(log_dir, compacted, p, gone_key)
 
     cli = Cli(cli_env(bootstrap, names.prefix, names.app, tmp_path))
     before = json.loads(cli("forget", gone, "--check", "--json", check=1).stdout)
-    assert before["erased"] is False and sorted(before["left"].values()) == [1, 1, 1, 1, 1, 2]
+    assert before["erased"] is False and sorted(before["left"].values()) == [1, 1, 1, 1, 1, 1, 2]
     began = time.time()
     ran = cli("forget", gone, "--yes", "--erase-within", f"{WINDOW_SECONDS}s", timeout=180)
     erased_after = time.time() - began
@@ -166,6 +200,7 @@ async def test_forget_erase_within_leaves_no_byte_of_the_thread_in_any_broker_fi
     assert "1 tombstone(s) on " + compacted[3] in lines, lines  # the tool's result
     assert "1 tombstone(s) on " + compacted[4] in lines, lines  # the task's one record
     assert "1 tombstone(s) on " + compacted[5] in lines, lines  # the one not delivered yet
+    assert "1 tombstone(s) on " + compacted[6] in lines, lines  # the resumed turn's key
     assert any(line.startswith(f"lowered on {compacted[4]}: ") for line in lines), lines
     assert any(line.startswith(f"lowered on {compacted[0]}: ") for line in lines), lines
     assert lines[-1].startswith("erased: no record of thread"), lines
@@ -173,13 +208,17 @@ async def test_forget_erase_within_leaves_no_byte_of_the_thread_in_any_broker_fi
     # The broker's files too: the cleaned segments' old files are unlinked within the window.
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0.0, began + WINDOW_SECONDS - time.time())
-    while held := _holding(log_dir, compacted, p, gone_marker.encode()):
+    while held := [
+        *_holding(log_dir, compacted, p, gone_marker.encode()),
+        *_holding(log_dir, compacted, p, gone_key),
+    ]:
         if loop.time() > deadline:
             raise AssertionError(f"the forgotten thread's bytes are still in {held}")
         await asyncio.sleep(0.5)
     bytes_gone_after = time.time() - began
     assert bytes_gone_after <= WINDOW_SECONDS, bytes_gone_after
     assert _holding(log_dir, compacted, p, kept_marker.encode())  # the other thread is untouched
+    assert _holding(log_dir, compacted, p, kept_key)
     after = cli.json("forget", gone, "--check")
     assert after == {
         "thread_id": gone,

@@ -92,10 +92,12 @@ async def topics_ensure(
 
     settings = run_state(ctx).settings
     topics = TopicSet.from_settings(settings)
+    sealing = (topics.keys_spec(),) if settings.seal else ()
     created = await _with_admin(
-        settings, lambda admin: ensure_topics(admin, topics, create=settings.create_topics)
+        settings,
+        lambda admin: ensure_topics(admin, topics, create=settings.create_topics, extra=sealing),
     )
-    names = [s.name for s in topics.specs()]
+    names = [s.name for s in topics.deployed(seal=settings.seal)]
     if as_json:
         print_json({"created": created, "verified": [n for n in names if n not in created]})
         return
@@ -111,10 +113,10 @@ async def topics_describe(
     """Partitions and key configs of the topic set."""
     from turnlog.kafka.topics import TopicSet, describe
 
-    topics = TopicSet.from_settings(run_state(ctx).settings)
-    found = await _with_admin(
-        run_state(ctx).settings, lambda admin: describe(admin, [s.name for s in topics.specs()])
-    )
+    settings = run_state(ctx).settings
+    topics = TopicSet.from_settings(settings)
+    specs = topics.deployed(seal=settings.seal)
+    found = await _with_admin(settings, lambda admin: describe(admin, [s.name for s in specs]))
     keys = ("cleanup.policy", "retention.ms", "min.insync.replicas")
     rows = [
         {
@@ -125,7 +127,7 @@ async def topics_describe(
             "in_sync": found[spec.name].in_sync if spec.name in found else None,
             **{k: found[spec.name].configs.get(k) if spec.name in found else None for k in keys},
         }
-        for spec in topics.specs()
+        for spec in specs
     ]
     if as_json:
         print_json(rows)
@@ -156,7 +158,7 @@ def topics_plan(ctx: typer.Context, as_json: JsonOpt = False) -> None:
             "replication_factor": topics.replication_factor,
             "configs": spec.all_configs(),
         }
-        for spec in topics.specs()
+        for spec in topics.deployed(seal=settings.seal)
     ]
     if as_json:
         print_json(plan)

@@ -29,7 +29,7 @@ from turnlog.kafka.internals import refresh_metadata
 from turnlog.kafka.outage import ride_out
 from turnlog.kafka.partitioning import partition_for
 from turnlog.kafka.reader import close_consumer
-from turnlog.kafka.topics import TopicSet, ensure_topics
+from turnlog.kafka.topics import TopicSet, ensure_topics, verify_present
 from turnlog.settings import Settings
 from turnlog.wire.codec import fingerprint_of
 from turnlog.wire.sealing import KEY_BYTES, key_name, new_key, seal, unseal
@@ -54,16 +54,18 @@ CACHED = 200_000
 
 
 async def ensure_keys_topic(settings: Settings, topics: TopicSet) -> None:
-    """The keys topic exists (created here unless ``TURNLOG_CREATE_TOPICS`` is false), with
-    the topic set's partition count: a sealing worker checks this before it owns anything."""
+    """The keys topic exists (created here unless ``TURNLOG_CREATE_TOPICS`` is false: then
+    only looked for), with the topic set's partition count: a sealing worker checks this
+    before it owns anything, so a turn is never sealed under a key with nowhere to go."""
 
     async def attempt() -> None:
         admin = clients.admin(settings, client_id="turnlog-keys")
         try:
             await admin.start()
-            await ensure_topics(
-                admin, topics, create=settings.create_topics, extra=(topics.keys_spec(),)
-            )
+            if settings.create_topics:
+                await ensure_topics(admin, topics, extra=(topics.keys_spec(),))
+            else:  # an operator made the topics (``turnlog topics plan``): no config read
+                await verify_present(admin, topics.keys_spec(), topics.partitions)
         finally:
             await admin.close()
 

@@ -96,6 +96,8 @@ def role_acls(
             ("WRITE", "TOPIC", topics.answers),
             ("WRITE", "TOPIC", topics.resumed),
             ("WRITE", "TOPIC", topics.rejections),
+            # a sealing worker (TURNLOG_SEAL) writes each resumed turn's key beside it
+            ("WRITE", "TOPIC", topics.keys),
             ("DESCRIBE", "TOPIC", prefix, "PREFIXED"),
             ("READ", "GROUP", application_id),
             ("WRITE", "TRANSACTIONAL_ID", f"{application_id}.resume.", "PREFIXED"),
@@ -112,6 +114,9 @@ def role_acls(
             ("DESCRIBE", "TOPIC", topics.answers),
             ("READ", "TOPIC", topics.consumptions),
             ("READ", "TOPIC", topics.rejections),
+            # the keys of sealed resumed turns (TURNLOG_SEAL), to open them
+            ("READ", "TOPIC", topics.keys),
+            ("DESCRIBE", "TOPIC", topics.keys),
         )
     if projector:
         grant(

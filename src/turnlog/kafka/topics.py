@@ -130,6 +130,11 @@ class TopicSet:
             },
         )
 
+    def deployed(self, *, seal: bool) -> tuple[TopicSpec, ...]:
+        """The topics a deployment runs on: :meth:`specs`, and the keys topic when its workers
+        seal (``TURNLOG_SEAL``)."""
+        return (*self.specs(), *((self.keys_spec(),) if seal else ()))
+
     def specs(self) -> tuple[TopicSpec, ...]:
         isr = {"min.insync.replicas": str(self.min_insync_replicas)}
         common = isr if self.min_insync_replicas else {}
@@ -215,6 +220,23 @@ def check(spec: TopicSpec, state: TopicState, partitions: int, replication: int 
             "replication_factor_mismatch",
             f"{spec.name} has replication factor {state.replication} and the settings ask for "
             f"{replication} (TURNLOG_REPLICATION_FACTOR)",
+        )
+
+
+async def verify_present(admin: AIOKafkaAdminClient, spec: TopicSpec, partitions: int) -> None:
+    """Refuse, by name, ``spec``'s topic missing or with another partition count -- with
+    ``DESCRIBE`` on it alone (no config read): what a process that makes no topics checks."""
+    state = (await _layout(admin, [spec.name])).get(spec.name)
+    if state is None:
+        raise TopicMismatch(
+            "topic_missing",
+            f"{spec.name} missing, and this process does not create topics "
+            "(TURNLOG_CREATE_TOPICS=false): an operator applies `turnlog topics plan`",
+        )
+    if state.partitions != partitions:
+        raise TopicMismatch(
+            "partition_count_mismatch",
+            f"{spec.name} has {state.partitions} partitions and the topic set has {partitions}",
         )
 
 

@@ -53,6 +53,9 @@ def thread_topics(settings: Settings, topics: TopicSet) -> dict[str, bool]:
         f"{prefix}mcp-results": False,
         # turnlog.a2a.tasklog: a task's messages and artifacts, keyed task id NUL write id
         f"{prefix}a2a.tasks": False,
+        # a sealing worker's (TURNLOG_SEAL) key of each resumed turn, keyed thread NUL event
+        # id: tombstoned, every copy of the thread's resumed turns opens for no one
+        topics.keys: False,
     }
 
 
