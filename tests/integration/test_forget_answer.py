@@ -95,12 +95,8 @@ async def test_an_answer_after_forget_is_refused_forgotten_and_leaves_no_content
             assert marker not in (result.detail or "")
 
             # The worker's store, still open, holds nothing of the thread in any of its files
-            # (write-ahead log flushed, the deleted ranges compacted). A projection's store
-            # (``projection/``, what the inbox follows as a RocksDB secondary) is not scrubbed:
-            # a running secondary stops seeing its writer after the forced flush; its bytes go
-            # when RocksDB compacts them (docs/operations/forgetting.md).
-            held = _holding(tmp_path / "state", marker.encode())
-            assert [f for f in held if not f.startswith("projection/")] == []
+            # (write-ahead log flushed, the deleted ranges compacted); nor does a projection's.
+            assert _holding(tmp_path / "state", marker.encode()) == []
 
             # The thread's pause is answered again after it was forgotten: still refused.
             again = await tl.answer(forgotten.token, _answer(marker), **forgotten.axes)
@@ -177,10 +173,9 @@ async def test_trail_show_and_pending_say_forgotten_at_once(
     listed = cli.json("pending")
     assert isinstance(listed, dict)
     assert all(r["thread_id"] not in (answered, waiting) for r in listed["pending"]), listed
-    # The worker's store holds none of the forgotten threads' text; the CLI's projection (a
-    # store others may follow as RocksDB secondaries, so not scrubbed) reads none of it.
-    held = _holding(tmp_path / "state", marker.encode())
-    assert [f for f in held if not f.startswith("projection/")] == []
+    # Neither the worker's store nor the CLI's projection holds the forgotten threads' text in
+    # any of its files.
+    assert _holding(tmp_path / "state", marker.encode()) == []
     # never heard of: still "unknown"
     unknown = cli("show", f"never-{names.app}", check=1)
     assert "no checkpoint recorded" in unknown.stderr

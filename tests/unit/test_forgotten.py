@@ -224,13 +224,16 @@ def test_one_checkpoint_tombstoned_leaves_the_thread_and_its_ledger(tmp_path: Pa
 
 
 def test_a_secondary_following_a_projection_sees_a_forget(tmp_path: Path) -> None:
-    """The inbox follows the projector's store as a RocksDB secondary: a projection's applier
-    does not scrub (after the forced flush and compaction a running secondary no longer saw the
-    writer's changes -- the forgotten pause stayed on the inbox's list)."""
+    """The inbox follows the projector's store as a RocksDB secondary, and the projector scrubs
+    its files after a forget as the worker does: after the forced flush and compaction a running
+    secondary no longer saw the writer's changes (the forgotten pause stayed on the inbox's list)
+    until it opened the store again -- which it now does when the writer says it scrubbed. It
+    goes on seeing what the writer writes after that, and the writer's files hold no byte of
+    the forgotten thread."""
     path = tmp_path / "db"
     now = _ms(datetime.now(UTC))
     with Store.open(path) as store:
-        apply = StoreApplier(store, TOPICS).apply_now  # as the projector's
+        apply = StoreApplier(store, TOPICS, scrub_forgotten=True).apply_now  # the projector's
         value = _pause_value("t-gone", "MARK", "tok-t-gone")
         apply([TRec(TOPICS.pauses, 0, 0, pause_key("t-gone", "cp-1"), value, now)])
         follower = Store.open_secondary(path, tmp_path / "follower")
@@ -240,5 +243,10 @@ def test_a_secondary_following_a_projection_sees_a_forget(tmp_path: Path) -> Non
             apply([TRec(TOPICS.pauses, 0, 1, pause_key("t-gone", "cp-1"), None, now)])
             follower.catch_up()
             assert follower.pending_count(0) == 0
+            assert not [f for f in path.iterdir() if f.is_file() and b"MARK" in f.read_bytes()]
+            later = _pause_value("t-later", "LATER", "tok-t-later")
+            apply([TRec(TOPICS.pauses, 0, 2, pause_key("t-later", "cp-1"), later, now)])
+            follower.catch_up()
+            assert follower.pending_count(0) == 1
         finally:
             follower.close()

@@ -64,11 +64,11 @@ class StoreApplier:
         #: a resume then reads the pause without walking them again). Off for a projection that
         #: only serves reads, so a rebuild does not pay for it.
         self.messages_hints = messages_hints
-        #: Scrub the store's files after a forget (:meth:`Store.scrub`): on for the worker's own
-        #: store. Off for a projection others follow as RocksDB secondaries (the inbox): after
-        #: the forced flush and compaction a running secondary no longer sees the writer's
-        #: changes -- the forget, and what comes after -- until it is opened again (measured:
-        #: the inbox kept showing a forgotten pause).
+        #: Scrub the store's files after a forget (:meth:`Store.scrub`): on for the worker's
+        #: store and a projector's. After the forced flush and compaction a running RocksDB
+        #: secondary (the inbox follows a projection so) no longer saw the writer's changes
+        #: until it was opened again; the scrub says so in the store's directory, and a
+        #: secondary opens the store again at its next catch-up (:meth:`Store.catch_up`).
         self.scrub_forgotten = scrub_forgotten
         #: Whether the batch being applied forgot a thread (then the store is scrubbed).
         self._forgot = False

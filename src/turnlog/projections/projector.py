@@ -100,7 +100,9 @@ class CheckpointProjector(Lifecycle):
     ) -> None:
         self.store = store
         self.topics = topics
-        self.applier = StoreApplier(store, topics)
+        # A forgotten thread leaves no byte in the projection's files either; the inbox,
+        # following it as a secondary, opens it again after each scrub.
+        self.applier = StoreApplier(store, topics, scrub_forgotten=True)
         #: Prometheus collectors on ``registry`` (turnlog's own registry by default).
         self.metrics = projector_metrics(registry)
         #: True once a :meth:`catch_up` reached the ends of the topics.

@@ -177,6 +177,18 @@ class PendingPage(NamedTuple):
     next: str | None
 
 
+#: How many times the writer scrubbed the store (:meth:`Store.scrub`): a secondary that sees
+#: it change opens the store again.
+SCRUBS_FILE = "SCRUBS"
+
+
+def _scrubs(path: Path) -> int:
+    try:
+        return int((path / SCRUBS_FILE).read_text() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0
+
+
 class Store:
     """One store directory. One read-write process at a time (RocksDB's LOCK); others read it
     through :meth:`open_secondary`, which follows the writer, or :meth:`open_read_only`, which sees
@@ -185,10 +197,9 @@ class Store:
 
     def __init__(self, db: Any, path: Path, mode: Mode, *, bulk: bool = False) -> None:
         self._db: Any = db
-        self._cf: dict[str, Any] = {n: db.get_column_family(n) for n in layout.ALL_FAMILIES}
-        self._handles: dict[str, Any] = {
-            n: db.get_column_family_handle(n) for n in layout.ALL_FAMILIES
-        }
+        self._cf: dict[str, Any] = {}
+        self._handles: dict[str, Any] = {}
+        self._families_of_db()
         self.path = path
         self.mode: Mode = mode
         #: Loading into a new store: see :meth:`open`'s ``bulk``.
@@ -198,6 +209,10 @@ class Store:
         self._write_options.disable_wal = bulk  # type: ignore[method-assign, assignment]
         #: This open's mark in the owner record (read-write only): close removes only its own.
         self._claim: str | None = None
+        #: Opens the same store again the same way (a secondary, after its writer scrubbed).
+        self._attach: Callable[[], Any] | None = None
+        #: The writer's scrub count this open has seen (:data:`SCRUBS_FILE`).
+        self._scrubs_seen = 0
 
     # -- opening and closing ------------------------------------------------------------------
 
@@ -255,13 +270,18 @@ class Store:
         families = {name: rocksdict.Options(raw_mode=True) for name in layout.ALL_FAMILIES}
         _bound_memory(options, families.values())
         extra = {} if access is None else {"access_type": access}
-        try:
-            db = rocksdict.Rdict(str(path), options, column_families=families, **extra)
-        except Exception as exc:
-            if "LOCK" in str(exc):  # RocksDB names the lock file, e.g. "<path>/LOCK: ..."
-                raise StoreLocked(path, _owner_of(path)) from exc
-            raise StoreError(f"could not open the store at {path} {mode}: {exc}") from exc
-        store = cls(db, path, mode, bulk=bulk)
+
+        def attach() -> Any:
+            try:
+                return rocksdict.Rdict(str(path), options, column_families=families, **extra)
+            except Exception as exc:
+                if "LOCK" in str(exc):  # RocksDB names the lock file, e.g. "<path>/LOCK: ..."
+                    raise StoreLocked(path, _owner_of(path)) from exc
+                raise StoreError(f"could not open the store at {path} {mode}: {exc}") from exc
+
+        scrubs = _scrubs(path)
+        store = cls(attach(), path, mode, bulk=bulk)
+        store._attach, store._scrubs_seen = attach, scrubs
         try:
             if mode == "read-write":
                 store._claim = _record_owner(path)
@@ -303,6 +323,13 @@ class Store:
         if self._claim is not None:  # while the LOCK is still ours: no later owner's record
             _forget_owner(self.path, self._claim)
             self._claim = None
+        self._detach()
+
+    def _families_of_db(self) -> None:
+        self._cf = {n: self._db.get_column_family(n) for n in layout.ALL_FAMILIES}
+        self._handles = {n: self._db.get_column_family_handle(n) for n in layout.ALL_FAMILIES}
+
+    def _detach(self) -> None:
         db, self._db = self._db, None
         families, self._cf, self._handles = self._cf, {}, {}
         for family in families.values():
@@ -326,7 +353,7 @@ class Store:
             raise StoreError(f"could not delete the store at {path}: {exc}") from exc
         # RocksDB deletes only its own files: a record a crashed owner left would keep the
         # directory (and a rebuild would find it there).
-        for record in where.glob(f"{OWNER_FILE}*"):
+        for record in [*where.glob(f"{OWNER_FILE}*"), *where.glob(f"{SCRUBS_FILE}*")]:
             record.unlink(missing_ok=True)
         try:
             where.rmdir()
@@ -354,6 +381,15 @@ class Store:
         """Follow the writer (secondary mode) and return the offsets now visible: how fresh
         this reader is."""
         if self.mode == "secondary":
+            scrubs = _scrubs(self.path)
+            if scrubs != self._scrubs_seen and self._attach is not None:
+                # The writer flushed and compacted a forgotten thread away (:meth:`scrub`): a
+                # secondary that went on following it saw none of its changes after that (the
+                # inbox kept listing the forgotten pause). Opened again, it follows as before.
+                self._detach()
+                self._db = self._attach()
+                self._families_of_db()
+                self._scrubs_seen = scrubs
             self._live().try_catch_up_with_primary()
         return self.offsets()
 
@@ -386,6 +422,12 @@ class Store:
         for name, keys in deleted.items():
             if keys:
                 self._cf[name].compact_range(min(keys), max(keys) + b"\x00", options)
+        # Said to the secondaries following this store (the inbox follows a projection): each
+        # opens it again at its next catch-up.
+        count = _scrubs(self.path) + 1
+        written = self.path / f"{SCRUBS_FILE}.tmp"
+        written.write_text(str(count))
+        os.replace(written, self.path / SCRUBS_FILE)
 
     # -- reading -------------------------------------------------------------------------------
 
