@@ -165,7 +165,7 @@ async def test_registry_records_read_by_a_stock_deserializer_and_an_old_pause_st
 
     # Each record type's subject holds its history under BACKWARD.
     for topic, name, versions in (
-        (topics.resumed, "TurnResumed", 3),
+        (topics.resumed, "TurnResumed", 4),  # v4: sealed
         (topics.answers, "AnswerSubmitted", 2),
         (topics.pauses, "PauseRecorded", 2),
         (topics.consumptions, "TokenConsumed", 3),  # v3: the continuation claim

@@ -125,7 +125,11 @@ def entry_of(event: object) -> TrailEntry | None:
             event.occurred_at, "spent", event.token_id, event.answer_id or None, detail
         )
     if isinstance(event, TurnResumed):
-        detail = f"the turn continues ({len(event.history)} messages)"
+        detail = (
+            "the turn continues (sealed: its content under a key of its own)"
+            if event.sealed is not None
+            else f"the turn continues ({len(event.history)} messages)"
+        )
         return TrailEntry(event.occurred_at, "resumed", event.token_id, event.answer_id, detail)
     if isinstance(event, AnswerRejected):
         detail = f"{event.reason} (step {event.step}): {event.detail}"

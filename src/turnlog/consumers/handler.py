@@ -83,6 +83,19 @@ from turnlog.wire.skim import SkimmedPause, StoredPause, read_stored
 
 log = logging.getLogger(__name__)
 
+#: Decode refusals whose words name only how a record is framed: said in its rejection.
+_FRAMING_REASONS = frozenset(
+    {
+        "not_single_object",
+        "unknown_fingerprint",
+        "unknown_schema_id",
+        "unexpected_type",
+        "trailing_bytes",
+        "truncated_body",
+    }
+)
+_NOT_AN_ANSWER = "the record is no AnswerSubmitted this build reads"
+
 # Re-exported: the worker and the tests import these from here.
 __all__ = ["DETAIL_CHARS", "AnswerHandler", "BatchStoreView", "Handled", "Output", "clip"]
 __all__ += ["StoreView", "event_meta"]
@@ -472,11 +485,10 @@ class AnswerHandler:
                     return _Claim(decode(value, ContinuationRequested))
                 except DecodeError:
                     pass
-            # The codec's reason, not its words: they may quote the record's bytes.
-            refusal = Refusal(
-                RefusalReason.ANSWER_UNDECODABLE,
-                f"{exc.reason}: the record is no AnswerSubmitted this build reads",
-            )
+            # The codec's words where they tell only the record's framing (a schema id, a
+            # fingerprint, a length); its reason alone where they may quote what it holds.
+            said = exc.detail if exc.reason in _FRAMING_REASONS else _NOT_AN_ANSWER
+            refusal = Refusal(RefusalReason.ANSWER_UNDECODABLE, f"{exc.reason}: {said}")
             return self._reject(record, refusal, now, thread_id=key_thread(record.key))
         misrouted = screening.misrouted(record, answer, self.partitions)
         if misrouted is not None:
