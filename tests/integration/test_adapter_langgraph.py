@@ -37,6 +37,7 @@ from turnlog import (
     reject,
 )
 from turnlog.adapters.langgraph import (
+    GraphNotWaiting,
     approved_call,
     continue_run,
     idempotency_key,
@@ -567,3 +568,29 @@ async def test_a_question_and_an_approval_in_parallel_nodes_pause_once_and_conti
     assert sorted(continued["answers"]) == ["deploy=ran", "joined", "region=us"]
     assert [ARGS] == DEPLOYED
     assert [f"{deploy_call.token_id}:{deploy_call.pause.checkpoint.tool_call_id}"] == KEYS
+
+
+async def test_a_graph_not_waiting_invokes_nothing_and_the_right_graph_retakes_the_turn(
+    bootstrap: str, names: Names, tmp_path: Path
+) -> None:
+    """continue_run on a graph whose checkpointer never saw the pause (a fresh InMemorySaver:
+    the pausing process's memory is gone) raises GraphNotWaiting and invokes nothing; the
+    claim stays taken, not done, so the same call on the graph that paused is refused until it
+    retakes, and then runs the approved node once."""
+    DEPLOYED.clear()
+    KEYS.clear()
+    settings = api_settings(bootstrap, names, tmp_path)
+    graph = approval_graph([False])
+    async with Turnlog(settings) as tl:
+        worker = asyncio.create_task(tl.run_worker())
+        paused = await paused_and_approved(tl, graph, "lg-not-waiting")
+        with pytest.raises(GraphNotWaiting, match="retake=True"):
+            await continue_run(tl, paused.token, approval_graph([False]))
+        with pytest.raises(AlreadyContinued) as held:
+            await continue_run(tl, paused.token, graph)
+        assert not held.value.finished
+        continued = await continue_run(tl, paused.token, graph, retake=True)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+    assert continued["region"] == "eu"
+    assert [ARGS] == DEPLOYED

@@ -82,13 +82,15 @@ _ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"
 class GraphNotWaiting(TurnlogError, LookupError):
     """:func:`continue_run` found the graph's thread not waiting on the resumed turn's
     interrupts: a checkpointer that did not outlive the pausing process (``InMemorySaver``),
-    another checkpointer or graph, or a continuation that already went through."""
+    another checkpointer or graph, or a continuation that already went through. The claim was
+    taken and is not done: once the graph is right, ``continue_run(..., retake=True)``."""
 
     def __init__(self, thread_id: str, interrupt_ids: Sequence[str]) -> None:
         super().__init__(
             f"the graph's thread {thread_id!r} is not waiting on interrupt "
             f"{', '.join(interrupt_ids)}: compile the graph on the durable checkpointer it was "
-            "paused with (not InMemorySaver) -- nothing was invoked"
+            "paused with (not InMemorySaver) -- nothing was invoked; the turn's claim stays "
+            "taken and not done, so continue it again with retake=True"
         )
         self.thread_id = thread_id
         self.interrupt_ids = tuple(interrupt_ids)
