@@ -328,10 +328,15 @@ async def wait_for_outcome(
         if as_json:
             print_json(data)
         else:
-            calls = ", ".join(waiting) or "none"
+            thread = outcome.held.thread_id
+            calls = (
+                f"waiting on {', '.join(waiting)}"
+                if waiting
+                else "no other call waits: they were answered or expired "
+                f"(turnlog trail {thread} tells which)"
+            )
             out.print(
-                f"held for the other calls of its pause on thread {outcome.held.thread_id} — "
-                f"waiting on {calls}",
+                f"held for the other calls of its pause on thread {thread} — {calls}",
                 highlight=False,
                 soft_wrap=True,
             )
