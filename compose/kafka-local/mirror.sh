@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# MirrorMaker 2 (dedicated mode) from Maven Central jars: turnlog's five topics copied from
+# MirrorMaker 2 (dedicated mode) from Maven Central jars: turnlog's topics copied from
 # region A's cluster to region B's, active/passive, for machines without Docker.
 #
 #   mirror.sh fetch               download the pinned jars once (Maven), nothing afterwards
@@ -80,7 +80,9 @@ fetch() {
 # A regex of Java's, matching each topic's whole name: the prefix's dots escaped.
 topics_regex() {
   local quoted=${prefix//./\\.} names="" t
-  for t in pauses answers consumptions resumed rejections; do names+="${names:+, }$quoted$t"; done
+  # keys: a sealing worker's (TURNLOG_SEAL) keys of the resumed turns, and forget's tombstones
+  # of them -- without it B could not open a sealed turn it holds.
+  for t in pauses answers consumptions resumed rejections keys; do names+="${names:+, }$quoted$t"; done
   echo "$names"
 }
 
@@ -93,7 +95,7 @@ B.bootstrap.servers = $target_servers
 A->B.enabled = true
 B->A.enabled = false
 
-# turnlog's five topics under their own names; nothing else (B's control topic stays B's).
+# turnlog's topics under their own names; nothing else (B's control topic stays B's).
 A->B.topics = $(topics_regex)
 replication.policy.class = org.apache.kafka.connect.mirror.IdentityReplicationPolicy
 # Topic configs copied (compaction, retention); ACLs are not (no authorizer on test clusters).
