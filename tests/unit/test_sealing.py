@@ -14,7 +14,16 @@ from turnlog.contracts.events import PauseExpired, TurnResumed
 from turnlog.errors import DecodeError
 from turnlog.kafka.topics import TopicSet
 from turnlog.wire.codec import decode, encode
-from turnlog.wire.sealing import KEY_BYTES, NONCE_BYTES, content_key_name, new_key, seal, unseal
+from turnlog.wire.sealing import (
+    KEY_BYTES,
+    NONCE_BYTES,
+    _seal_decoded,
+    _seal_walked,
+    content_key_name,
+    new_key,
+    seal,
+    unseal,
+)
 
 GROUP = dataclasses.replace(
     _RESUMED,
@@ -134,3 +143,34 @@ def test_the_keys_topic_is_compacted_and_lives_past_the_turns_it_opens() -> None
     assert configs["cleanup.policy"] == "compact,delete"
     assert int(configs["retention.ms"]) > TopicSet("t.", 3).retention_ms
     assert "t.keys" not in {s.name for s in TopicSet("t.", 3).specs()}
+
+
+@pytest.mark.parametrize(
+    "turn",
+    [
+        _RESUMED,
+        dataclasses.replace(_RESUMED, answered=None),
+        dataclasses.replace(
+            _RESUMED,
+            history=tuple(
+                {"role": "user" if i % 2 else "assistant", "content": f"message {i} " * 30}
+                for i in range(22)
+            ),
+        ),
+        dataclasses.replace(_RESUMED, history=(), prompt="", response_json="{}"),
+    ],
+    ids=["answered", "plain", "22 messages", "empty"],
+)
+def test_the_walked_seal_writes_what_the_decoding_path_writes(turn: TurnResumed) -> None:
+    key, nonce = new_key(), b"\x07" * NONCE_BYTES
+    data = encode(turn)
+    walked = _seal_walked(data, key, nonce)
+    assert walked is not None and walked == _seal_decoded(data, key, nonce)
+    assert unseal(decode(walked[1], TurnResumed), key) == turn
+
+
+def test_a_group_turn_and_a_sealed_one_take_the_decoding_path() -> None:
+    key, nonce = new_key(), b"\x07" * NONCE_BYTES
+    assert _seal_walked(encode(GROUP), key, nonce) is None  # its calls keep their ids
+    _, sealed = seal(encode(_RESUMED), key)
+    assert _seal_walked(sealed, key, nonce) is None

@@ -17,6 +17,7 @@ exactly the unsealed record. Everything here is pure: the keys themselves are re
 
 from __future__ import annotations
 
+import functools
 import secrets
 from dataclasses import replace
 
@@ -25,7 +26,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from turnlog.contracts.events import TurnResumed
 from turnlog.errors import DecodeError
-from turnlog.wire.codec import decode, encode
+from turnlog.wire.codec import WRITE_HEADERS, decode, encode, schema_for
+from turnlog.wire.compiled import CompiledSchema, compile_skim
+from turnlog.wire.direct import long_bytes
+from turnlog.wire.resumed_bytes import ResumedFields, encode_turn_resumed
 
 #: An AES-256 key's length: the whole value of a keys-topic record.
 KEY_BYTES = 32
@@ -33,6 +37,7 @@ KEY_BYTES = 32
 NONCE_BYTES = 12
 #: GCM's tag, at the end of ``sealed``.
 TAG_BYTES = 16
+_HISTORY = "dev.turnlog.TurnResumed.history"
 
 
 def new_key() -> bytes:
@@ -51,19 +56,31 @@ def key_name(turn: TurnResumed) -> bytes:
     return content_key_name(turn.thread_id, turn.event_id)
 
 
+@functools.cache
+def _turn_reader() -> CompiledSchema | None:
+    """A reader of today's ``TurnResumed`` that leaves the history as bytes: what sealing needs
+    of a turn (its ids) without building its messages."""
+    return compile_skim(schema_for("TurnResumed"), frozenset({_HISTORY}))
+
+
 def seal(data: bytes, key: bytes, nonce: bytes | None = None) -> tuple[bytes, bytes]:
     """``(key name, sealed record)`` for the encoded resumed turn ``data`` under ``key``.
 
     ``ValueError`` when ``data`` is not an unsealed ``TurnResumed`` (a ``PauseExpired`` on the
-    same topic holds no content and is written as it is: the caller asks :func:`needs_sealing`).
+    same topic holds no content and is written as it is).
     """
     if len(key) != KEY_BYTES:
         raise ValueError(f"a content key is {KEY_BYTES} bytes, got {len(key)}")
+    nonce = secrets.token_bytes(NONCE_BYTES) if nonce is None else nonce
+    return _seal_walked(data, key, nonce) or _seal_decoded(data, key, nonce)
+
+
+def _seal_decoded(data: bytes, key: bytes, nonce: bytes) -> tuple[bytes, bytes]:
+    """:func:`seal` through the codec: any turn (a group's calls, another framing)."""
     turn = decode(data)
     if not isinstance(turn, TurnResumed) or turn.sealed is not None:
         raise ValueError("only an unsealed TurnResumed is sealed")
     name = key_name(turn)
-    nonce = secrets.token_bytes(NONCE_BYTES) if nonce is None else nonce
     box = nonce + AESGCM(key).encrypt(nonce, data, name)
     empty = replace(
         turn,
@@ -77,6 +94,31 @@ def seal(data: bytes, key: bytes, nonce: bytes | None = None) -> tuple[bytes, by
         sealed=box,
     )
     return name, encode(empty)
+
+
+def _seal_walked(data: bytes, key: bytes, nonce: bytes) -> tuple[bytes, bytes] | None:
+    """:func:`seal` of a turn written now by this process's writer with no calls of a group --
+    every turn of the worker's direct path -- its ids read by a walk that leaves the history
+    as bytes and the empty turn written by the direct writer: the same bytes as the decoding
+    path, a third of its time (``tests/unit/test_sealing.py``). ``None`` for any other turn."""
+    header = WRITE_HEADERS["TurnResumed"]
+    reader = _turn_reader()
+    if reader is None or not data.startswith(header):
+        return None
+    try:
+        record, end = reader.read(data, len(header))
+    except DecodeError:
+        return None
+    if end != len(data) or record["answers"] or record["sealed"] is not None:
+        return None
+    name = content_key_name(record["thread_id"], record["event_id"])
+    box = nonce + AESGCM(key).encrypt(nonce, data, name)
+    ids = ResumedFields(**{f: record[f] for f in ResumedFields._fields[:-2]}, prompt="",
+                        response_json="")  # fmt: skip
+    empty = encode_turn_resumed(ids, b"", 0, (), None)
+    # The direct writer ends with ``sealed`` null (one zero byte): the union's second branch
+    # and the bytes instead.
+    return name, empty[:-1] + b"\x02" + long_bytes(len(box)) + box
 
 
 def unseal(turn: TurnResumed, key: bytes) -> TurnResumed:
