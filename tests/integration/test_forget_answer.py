@@ -9,37 +9,24 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
-from aiokafka import TopicPartition
 
 from tests.conftest import Names
 from tests.deployment import REQUEST, sample_checkpoint
 from tests.integration.cli_support import Cli, cli_env
 from tests.integration.test_api import api_settings
+from tests.kafka_helpers import read_to_end
 from turnlog import Paused, Turnlog
 from turnlog.kafka.partitioning import answer_key, partition_for
-from turnlog.kafka.reader import LogReader, Record
 from turnlog.producers.forget import forget_thread, thread_keys
 
 
-async def _partition_records(tl: Turnlog, topic: str, partition: int) -> list[Record]:
+async def _partition_records(bootstrap: str, topic: str, partition: int) -> list[Any]:
     """Every committed record of ``topic[partition]``, in order."""
-    reader = LogReader(tl.settings.connection, client_id="test-forget-answer")
-    await reader.start()
-    try:
-        await reader.assign({TopicPartition(topic, partition): None})
-        records: list[Record] = []
-
-        async def keep(batch: Sequence[Record]) -> None:
-            records.extend(batch)
-
-        await reader.read_to_end(keep, timeout=30)
-    finally:
-        await reader.stop()
-    return records
+    return [r for r in await read_to_end(bootstrap, topic) if r.partition == partition]
 
 
 def _holding(root: Path, marker: bytes) -> list[str]:
@@ -111,7 +98,7 @@ async def test_an_answer_after_forget_is_refused_forgotten_and_leaves_no_content
             await asyncio.gather(worker, return_exceptions=True)
 
         # The answers' records are tombstoned (the last record of each key has no value) ...
-        answers = await _partition_records(tl, tl.topics.answers, p)
+        answers = await _partition_records(bootstrap, tl.topics.answers, p)
         last = {r.key: r.value for r in answers}
         for answer_id in (late.answer_id, again.answer_id):
             key = answer_key(gone, answer_id)
@@ -122,7 +109,7 @@ async def test_an_answer_after_forget_is_refused_forgotten_and_leaves_no_content
         assert not any(live.values()), live
         # and neither the rejections nor the resumed turns echo the answer's text.
         for topic in (tl.topics.rejections, tl.topics.resumed):
-            for record in await _partition_records(tl, topic, p):
+            for record in await _partition_records(bootstrap, topic, p):
                 assert marker.encode() not in (record.value or b""), topic
 
 

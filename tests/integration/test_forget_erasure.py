@@ -12,23 +12,21 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from aiokafka import TopicPartition
 
 from tests.conftest import Names
 from tests.deployment import REQUEST, sample_checkpoint
 from tests.integration.cli_support import Cli, cli_env
 from tests.integration.test_api import api_settings
+from tests.kafka_helpers import read_to_end
 from turnlog import Paused, Turnlog
 from turnlog.a2a import TaskLog, tasks_topic
 from turnlog.a2a.fold import SAVE, Entry
 from turnlog.clock import utc_now
 from turnlog.kafka.partitioning import partition_for
-from turnlog.kafka.reader import LogReader, Record
 from turnlog.mcp import results_topic
 from turnlog.mcp.results import RecordedResult, ResultLog
 from turnlog.notify import undelivered
@@ -76,24 +74,14 @@ async def _pause_and_answer(tl: Turnlog, thread: str, marker: str) -> Paused:
 
 
 async def _content_keys(
-    settings: Settings, topic: str, partition: int, threads: tuple[str, ...]
+    bootstrap: str, topic: str, partition: int, threads: tuple[str, ...]
 ) -> list[bytes]:
     """The key of each thread's one sealed resumed turn, as the keys topic holds it."""
-    reader = LogReader(settings.connection, client_id="test-erasure-keys")
-    found: dict[str, bytes] = {}
-    await reader.start()
-    try:
-        await reader.assign({TopicPartition(topic, partition): None})
-
-        async def keep(batch: Sequence[Record]) -> None:
-            for record in batch:
-                thread = bytes(record.key or b"").partition(b"\x00")[0].decode()
-                if thread in threads and record.value is not None:
-                    found[thread] = bytes(record.value)
-
-        await reader.read_to_end(keep, timeout=30)
-    finally:
-        await reader.stop()
+    found = {
+        bytes(r.key or b"").partition(b"\x00")[0].decode(): bytes(r.value)
+        for r in await read_to_end(bootstrap, topic)
+        if r.partition == partition and r.value is not None
+    }
     return [found[thread] for thread in threads]
 
 
@@ -186,7 +174,7 @@ async def test_forget_erase_within_leaves_no_byte_of_the_thread_in_any_broker_fi
     streams = [f"{names.prefix}resumed", f"{names.prefix}rejections"]
     for marker in (gone_marker, kept_marker):
         assert not _holding(log_dir, streams, p, marker.encode())
-    gone_key, kept_key = await _content_keys(settings, f"{names.prefix}keys", p, (gone, kept))
+    gone_key, kept_key = await _content_keys(bootstrap, f"{names.prefix}keys", p, (gone, kept))
     assert _holding(log_dir, compacted, p, gone_key)
 
     cli = Cli(cli_env(bootstrap, names.prefix, names.app, tmp_path))

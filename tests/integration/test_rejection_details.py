@@ -19,15 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import TopicPartition
 
 from tests.conftest import Names
 from tests.deployment import sample_checkpoint
 from tests.integration.test_api import api_settings
 from tests.integration.test_approvals import deploy_turn
+from tests.kafka_helpers import read_to_end
 from turnlog import Turnlog
 from turnlog.contracts.approvals import APPROVE_TOOL_CALL, approval_request, approve
-from turnlog.kafka import clients
 from turnlog.producers.answers import AnswerPublisher
 
 pytestmark = pytest.mark.timeout(120)
@@ -38,34 +37,6 @@ TAGGED = {
     "name": "Tagged",
     "fields": [{"name": "tags", "type": {"type": "map", "values": "string"}}],
 }
-
-
-async def _topic_bytes(settings: Any, topic: str) -> list[bytes]:
-    """Every record's value of ``topic``, read uncommitted from its start to its end."""
-    consumer = clients.consumer(
-        settings,
-        client_id="test-rejection-bytes",
-        group_id=None,
-        enable_auto_commit=False,
-        isolation_level="read_uncommitted",
-        auto_offset_reset="earliest",
-    )
-    values: list[bytes] = []
-    try:
-        await consumer.start()
-        await consumer._client.force_metadata_update()
-        partitions = consumer.partitions_for_topic(topic) or set()
-        assert partitions, f"no partitions of {topic}"
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-            batch = await consumer.getmany(*tps, timeout_ms=500)
-            values += [r.value for records in batch.values() for r in records if r.value]
-    finally:
-        await consumer.stop()
-    return values
 
 
 async def test_no_rejection_quotes_what_the_answer_said(
@@ -143,7 +114,13 @@ async def test_no_rejection_quotes_what_the_answer_said(
                 assert outcome.rejected is not None, outcome
                 refused.append((outcome.rejected.reason, outcome.rejected.detail))
                 assert outcome.rejected.reason == reason, refused[-1]
-        rejections = await _topic_bytes(settings, tl.topics.rejections)
+        rejections = [
+            r.value
+            for r in await read_to_end(
+                bootstrap, tl.topics.rejections, isolation_level="read_uncommitted"
+            )
+            if r.value
+        ]
         worker.cancel()
         await asyncio.gather(worker, return_exceptions=True)
     assert len(rejections) >= len(wrongs)

@@ -9,22 +9,21 @@ import asyncio
 import dataclasses
 import importlib.util
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
-from aiokafka import TopicPartition
 
 from tests.conftest import Names
 from tests.deployment import REQUEST, sample_checkpoint
 from tests.integration.test_api import api_settings
+from tests.kafka_helpers import read_to_end
 from turnlog import Turnlog
 from turnlog.consumers.resumed import ResumedTurns, read_thread_turn
 from turnlog.contracts.events import TurnResumed
 from turnlog.errors import ContentShredded
 from turnlog.kafka.partitioning import partition_for
-from turnlog.kafka.reader import LogReader, Record
 from turnlog.producers.forget import forget_keys
 from turnlog.wire.codec import decode
 from turnlog.wire.sealing import KEY_BYTES, content_key_name
@@ -39,20 +38,9 @@ def _snippet() -> ModuleType:
     return module
 
 
-async def _records(tl: Turnlog, topic: str, partition: int) -> list[Record]:
-    reader = LogReader(tl.settings.connection, client_id="test-sealing")
-    await reader.start()
-    try:
-        await reader.assign({TopicPartition(topic, partition): None})
-        found: list[Record] = []
-
-        async def keep(batch: Sequence[Record]) -> None:
-            found.extend(batch)
-
-        await reader.read_to_end(keep, timeout=30)
-    finally:
-        await reader.stop()
-    return found
+async def _records(bootstrap: str, topic: str, partition: int) -> list[Any]:
+    """Every committed record of ``topic[partition]``, in order."""
+    return [r for r in await read_to_end(bootstrap, topic) if r.partition == partition]
 
 
 @pytest.mark.timeout(180)
@@ -90,13 +78,13 @@ async def test_a_sealed_turn_is_opened_by_readers_and_shredded_by_forget(
             await asyncio.gather(worker, return_exceptions=True)
 
         # On the log: the turn's ids in the clear, its content nowhere but in ``sealed``.
-        [raw] = [r for r in await _records(tl, tl.topics.resumed, p) if r.value is not None]
+        [raw] = [r for r in await _records(bootstrap, tl.topics.resumed, p) if r.value is not None]
         assert marker.encode() not in raw.value
         on_log = decode(raw.value, TurnResumed)
         assert on_log.sealed is not None and on_log.history == () and on_log.prompt == ""
         assert (on_log.token_id, on_log.answer_id) == (paused.token_id, sent.answer_id)
         name = content_key_name(thread, on_log.event_id)
-        [key] = [r for r in await _records(tl, tl.topics.keys, p) if r.key == name]
+        [key] = [r for r in await _records(bootstrap, tl.topics.keys, p) if r.key == name]
         assert key.value is not None and len(key.value) == KEY_BYTES
 
         # A reader with no turnlog -- a Kafka client, Avro and AES-GCM, the page's recipe --
@@ -116,7 +104,7 @@ async def test_a_sealed_turn_is_opened_by_readers_and_shredded_by_forget(
             await read_thread_turn(settings, tl.topics, thread, token_id=paused.token_id)
         keys = snippet.keys_of(snippet.read_partition(bootstrap, tl.topics.keys, p))
         assert snippet.open_turn(raw.value, keys) is None
-        assert [r for r in await _records(tl, tl.topics.resumed, p) if r.value is not None]
+        assert [r for r in await _records(bootstrap, tl.topics.resumed, p) if r.value is not None]
         later = ResumedTurns(settings, group_id=f"{names.app}-after", topics=tl.topics)
         async with later:
             # Nothing of it is handed out; the stream goes on past it (nothing else is there).

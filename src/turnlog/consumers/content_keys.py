@@ -99,6 +99,21 @@ def _is_turn(value: bytes, turn_header: bytes) -> bool:
     return isinstance(decode(value), TurnResumed)
 
 
+async def opened(
+    settings: Settings, topics: TopicSet, turn: TurnResumed, partition: int | None = None
+) -> TurnResumed:
+    """``turn``, opened with its key when sealed (a reader of its own, closed after): for a
+    one-off read; a stream keeps one :class:`KeyRing`. :class:`ContentShredded` when its
+    thread was forgotten."""
+    if turn.sealed is None:
+        return turn
+    ring = KeyRing(settings, topics)
+    try:
+        return await ring.open(turn, partition)
+    finally:
+        await ring.close()
+
+
 class KeyRing:
     """Opens sealed turns, reading their keys from the keys topic as it meets them.
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from aiokafka import TopicPartition
 
-from turnlog.consumers.content_keys import KeyRing
+from turnlog.consumers.content_keys import opened
 from turnlog.contracts.events import AnswerRejected, PauseRecorded, TokenConsumed, TurnResumed
 from turnlog.contracts.group import calls_of
 from turnlog.contracts.ledger import Outcome
@@ -154,8 +154,8 @@ async def read_outcome(
             if found is not None and found.resumed is not None and found.resumed.sealed:
                 # A sealed turn (TURNLOG_SEAL) is handed out opened; its thread forgotten
                 # since, ContentShredded says so.
-                opened = await _opened(settings, topics, found.resumed)
-                return AnswerOutcome(answer_id, resumed=opened)
+                opened_turn = await opened(settings, topics, found.resumed)
+                return AnswerOutcome(answer_id, resumed=opened_turn)
             if found is not None:
                 return found
     finally:
@@ -163,14 +163,6 @@ async def read_outcome(
     raise TimeoutError(
         f"no outcome for answer {answer_id!r} within {timeout:g}s: is a worker running?"
     )
-
-
-async def _opened(settings: Settings, topics: TopicSet, turn: TurnResumed) -> TurnResumed:
-    ring = KeyRing(settings, topics)
-    try:
-        return await ring.open(turn)
-    finally:
-        await ring.close()
 
 
 async def _pause_of(

@@ -33,7 +33,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import CommitFailedError, ConsumerStoppedError, IllegalStateError
 from prometheus_client import CollectorRegistry
 
-from turnlog.consumers.content_keys import KeyRing
+from turnlog.consumers.content_keys import KeyRing, opened
 from turnlog.contracts.events import AskUserAnswered, PauseExpired, TurnResumed
 from turnlog.errors import BrokerUnavailable, ContentShredded, DecodeError, TurnlogError
 from turnlog.kafka import clients
@@ -491,7 +491,7 @@ async def read_thread_turn(
         while True:
             if newest is not None and await consumer.position(tp) >= end:
                 # read to where the log was when the call began
-                return await opened(settings, topics, newest, tp.partition)
+                return await _opened(settings, topics, newest, tp.partition)
             left = deadline - loop.time()
             if left <= 0:
                 break
@@ -502,7 +502,7 @@ async def read_thread_turn(
                     expired_unasked = True
                 elif event is not None and (token_id is not None or record.offset >= end):
                     # the pause's one turn, or the first after the call began
-                    return await opened(settings, topics, event, tp.partition)
+                    return await _opened(settings, topics, event, tp.partition)
                 elif event is not None:
                     newest = event
         if newest is not None:
@@ -521,21 +521,14 @@ async def read_thread_turn(
         await close_consumer(consumer)
 
 
-async def opened(
-    settings: Settings,
-    topics: TopicSet,
-    event: TurnResumed | PauseExpired,
-    partition: int | None = None,
+async def _opened(
+    settings: Settings, topics: TopicSet, event: TurnResumed | PauseExpired, partition: int
 ) -> TurnResumed | PauseExpired:
-    """``event``, a sealed turn opened with its key (a reader of its own, closed after);
-    :class:`ContentShredded` when its thread was forgotten."""
-    if not isinstance(event, TurnResumed) or event.sealed is None:
-        return event
-    ring = KeyRing(settings, topics)
-    try:
-        return await ring.open(event, partition)
-    finally:
-        await ring.close()
+    return (
+        event
+        if isinstance(event, PauseExpired)
+        else await opened(settings, topics, event, partition)
+    )
 
 
 async def _thread_partition(
